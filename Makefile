@@ -1,0 +1,43 @@
+# tinySSB toolkit. `make demo` and `make test` set themselves up from nothing.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+MPY    := $(VENV)/bin/micropython
+STAMP  := $(VENV)/.installed-stamp
+OUT    ?= out
+
+.PHONY: setup test test-py test-mpy check-mpy demo bench spark firmware flash clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+test: setup test-py test-mpy check-mpy
+
+# Every suite under CPython (core, host, firmware logic, spark).
+test-py: setup
+	$(PY) -m pytest tests
+
+# The protocol core's suite again, under the MicroPython unix port (viper enabled).
+test-mpy: setup
+	$(MPY) tools/mptest.py tests/core
+
+# Every module of shared/, firmware/ and boards/ compiles for the ESP32 (Xtensa, viper included).
+check-mpy: setup
+	$(PY) tools/mpycheck.py
+
+demo: setup
+	$(PY) -m tssb demo --out $(OUT)/demo
+
+bench: setup
+	$(PY) tools/bench.py
+	$(MPY) tools/bench_mpy.py
+
+spark: setup
+	$(PY) -m tssb_spark report --input $(OUT)/demo/logs --output $(OUT)/spark
+
+clean:
+	rm -rf $(VENV) $(OUT) build *.egg-info

@@ -1,0 +1,3 @@
+"""tssb: the tinySSB host toolkit (CPython)."""
+
+VERSION = "0.1.0"

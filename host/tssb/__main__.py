@@ -1,0 +1,3 @@
+from tssb.cli import main
+
+main()
