@@ -8,5 +8,5 @@ counts the reason; it never lets it escape.
 
 class WireError(ValueError):
     def __init__(self, reason, detail=None):
-        ValueError.__init__(self, reason if detail is None else reason + ": " + str(detail))
+        super().__init__(reason if detail is None else reason + ": " + str(detail))
         self.reason = reason
