@@ -227,13 +227,15 @@ class Node:
     def _on_chunk(self, h, waiting, pkt):
         del self.by_hash[h]
         for r, seq in waiting:
+            c = r.chains.get(seq)
+            cnr = c.cnr if c is not None else -1
             try:
                 chain = r.add_chunk(seq, pkt)
             except WireError as e:
                 self._count("drop_" + e.reason)
                 continue
             self._count("rx_chunk")
-            self._event("chunk", {"feed": r.fid.hex(), "seq": seq})
+            self._event("chunk", {"feed": r.fid.hex(), "seq": seq, "cnr": cnr})
             if chain is not None:
                 self._arm(chain.expect, r, seq)
 

@@ -66,7 +66,7 @@ def chain_case(n):
 
 def test_chain20_28_byte_rule():
     # |V| = 1 for L < 128: 27 bytes fit inline; one more needs a chunk
-    for n, expect in ((0, 0), (1, 0), (27, 0), (28, 1), (127, 1), (128, 2), (227, 2),
+    for n, expect in ((0, 0), (1, 0), (27, 0), (28, 1), (127, 1), (128, 2), (226, 2), (227, 3),
                       (228, 3), (1000, 10)):
         content, payload, chunks = chain_case(n)
         v = len(entry.bipf.varint_encode(n))
