@@ -35,6 +35,7 @@ demo: setup
 bench: setup
 	$(PY) tools/bench.py
 	$(MPY) tools/bench_mpy.py
+	$(MPY) tools/bench_crypto.py
 
 spark: setup
 	$(PY) -m tssb_spark report --input $(OUT)/demo/logs --output $(OUT)/spark
