@@ -17,9 +17,14 @@ $(STAMP): pyproject.toml
 
 test: setup test-py test-mpy check-mpy
 
-# Every suite under CPython (core, host, firmware logic, spark).
+# Every suite under CPython (core, host, firmware, sessions, setu, ...). One pytest run per
+# folder: suites are independent and may reuse module names (test_vectors.py, test_sync.py).
 test-py: setup
-	$(PY) -m pytest tests
+	@set -e; for d in tests/*/; do \
+	  if ls $$d/test_*.py >/dev/null 2>&1; then \
+	    echo "== $$d"; $(PY) -m pytest $$d; \
+	  fi; \
+	done
 
 # The protocol core's suite again, under the MicroPython unix port (viper enabled).
 test-mpy: setup

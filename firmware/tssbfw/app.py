@@ -1,0 +1,248 @@
+"""The firmware application: boot, then four asyncio tasks around one Node.
+
+  rx     await the modem's recv(), check the frame (RadioPort), hand it to the node,
+         queue its replies
+  tx     pop frames from the scheduler when their slot and the limiter allow, send
+  tick   run the node's periodic work (GOSET claims, WANT, CHNK) and queue it
+  host   bridge commands (status, config get/set, send) and the watchdog feed
+
+Boot order (`boot()`): config and identity from flash (keypair created on first boot),
+board definition, power rail, modem, flash store, node, bridge; then `run()`.
+"""
+import asyncio
+
+from tinyssb.errors import WireError
+from tinyssb.frames import add_crc
+from tssbfw import config as configmod
+from tssbfw import regions
+from tssbfw.airtime import plan_airtime_ms
+from tssbfw.bridge import NullBridge
+from tssbfw.limiter import TxLimiter
+from tssbfw.radio import RadioPort, make_modem
+from tssbfw.scheduler import Scheduler
+
+ROOT = "/tssb"          # config, identity and feeds live under this directory
+IDLE_MS = 50            # longest sleep of the tx and host loops
+WDT_TIMEOUT_MS = 30000  # a loop stalled this long resets the board
+
+
+def _rand_fn():
+    try:
+        import random
+        return lambda n: random.getrandbits(16) % n if n > 1 else 0
+    except ImportError:  # pragma: no cover
+        return lambda n: 0
+
+
+async def _sleep_ms(ms, scale=1):
+    await asyncio.sleep(ms / 1000 / scale)
+
+
+class Firmware:
+    def __init__(self, plan, link, modem, clock, events=None, rand=None, bridge=None,
+                 wdt=None, tick_ms=100, cfg=None, root=None, time_scale=1):
+        """Args:
+            plan: regions.plan(...); link: corelink.NodeLink; modem: async lora driver;
+            clock: object with now() ms; events: DeviceEvents or None;
+            rand: function(n); bridge: bridge adapter; wdt: object with feed() or None;
+            cfg, root: the config dict and its directory (for config_set), optional.
+            time_scale: how much faster than real time `clock` runs (simulations and
+                tests use a scaled Clock; sleeps shrink by the same factor).
+        """
+        self.time_scale = time_scale
+        self.plan = plan
+        self.link = link
+        self.modem = modem
+        self.clock = clock
+        self.events = events
+        self.bridge = bridge or NullBridge()
+        self.wdt = wdt
+        self.tick_ms = tick_ms
+        self.cfg = cfg if cfg is not None else {}
+        self.root = root
+        self.rand = rand or _rand_fn()
+        self.port = RadioPort(plan, events)
+        self.limiter = TxLimiter(plan["limits"])
+        self.sched = Scheduler(lambda n: plan_airtime_ms(plan, n), self.limiter, self.rand)
+        self.counters = {"enqueue_bad": 0}
+        self._limited_seen = 0
+        self._running = False
+
+    # -- synchronous steps (also used by the simulator and tests) ----------------------
+    def enqueue(self, pkt):
+        """Frame a packet and queue it; returns the drop reason or None."""
+        try:
+            frame = add_crc(pkt)
+        except WireError:
+            self.counters["enqueue_bad"] += 1
+            return "enqueue_bad"
+        reason = self.sched.push(frame)
+        if reason is not None:
+            self.counters[reason] = self.counters.get(reason, 0) + 1
+        return reason
+
+    def on_rx(self, rx, now_ms):
+        """Process one received frame (RxPacket or bytes)."""
+        pkt = self.port.accept(rx)
+        if pkt is None:
+            return
+        self.bridge.on_radio_rx(pkt, rx)
+        for p in self.link.on_packet(pkt, now_ms):
+            self.enqueue(p)
+
+    def on_tick(self, now_ms):
+        for p in self.link.tick(now_ms):
+            self.enqueue(p)
+
+    def next_frame(self, now_ms):
+        """The frame to transmit now, or None; emits duty_wait when the limiter waits."""
+        f = self.sched.pop(now_ms)
+        lim = self.sched.counters["limited"]
+        if lim != self._limited_seen:
+            self._limited_seen = lim
+            if self.events is not None:
+                self.events.emit("duty_wait", wait_ms=self.sched.last_wait_ms)
+        return f
+
+    # -- host commands (through the bridge) --------------------------------------------
+    def status(self):
+        store = self.link.store
+        return {"plan": self.plan["name"], "feeds": len(store.feeds()),
+                "store_used": getattr(store, "used", None),
+                "queue": len(self.sched), "radio": dict(self.port.counters),
+                "sched": dict(self.sched.counters), "node": self.link.node_counters(),
+                "duty_used_ms": self.limiter.used_ms(self.clock.now()),
+                "now_ms": self.clock.now()}
+
+    def command(self, cmd):
+        """Run one bridge command tuple; returns its result (errors as {'error': ...})."""
+        try:
+            op = cmd[0]
+            if op == "status":
+                return self.status()
+            if op == "send":
+                return {"queued": self.enqueue(bytes(cmd[1])) is None}
+            if op == "config_get":
+                return self.cfg.get(cmd[1]) if len(cmd) > 1 else dict(self.cfg)
+            if op == "config_set":
+                value = configmod.check(cmd[1], cmd[2])
+                self.cfg[cmd[1]] = value
+                if self.root is not None:
+                    configmod.save(self.root, self.cfg)
+                return {"ok": True, "restart": cmd[1] in ("plan", "board", "capacity")}
+            if op == "set_epoch":
+                if self.events is not None:
+                    self.events.set_epoch(int(cmd[1]))
+                return {"ok": True}
+            return {"error": "unknown command"}
+        except (ValueError, TypeError, IndexError, KeyError) as e:
+            return {"error": str(e)}
+
+    # -- asyncio tasks ---------------------------------------------------------------
+    async def _rx_task(self):
+        while self._running:
+            rx = await self.modem.recv()
+            if rx is not None:
+                self.on_rx(rx, self.clock.now())
+
+    async def _tx_task(self):
+        while self._running:
+            now = self.clock.now()
+            f = self.next_frame(now)
+            if f is not None:
+                await self.modem.send(f)
+                self.port.sent(f)
+                self.bridge.on_radio_tx(f)
+                continue
+            due = self.sched.due_in(now)
+            await _sleep_ms(IDLE_MS if due is None else max(1, min(due, IDLE_MS)), self.time_scale)
+
+    async def _tick_task(self):
+        while self._running:
+            now = self.clock.now()
+            self.on_tick(now)
+            wait = self.link.next_deadline(now) - now
+            await _sleep_ms(max(1, min(wait, self.tick_ms)), self.time_scale)
+
+    async def _host_task(self):
+        while self._running:
+            for cmd in self.bridge.poll():
+                self.bridge.reply(cmd, self.command(cmd))
+            if self.wdt is not None:
+                self.wdt.feed()
+            await _sleep_ms(IDLE_MS, self.time_scale)
+
+    async def run(self, duration_ms=None):
+        """Run the tasks; forever, or for `duration_ms` (tests, simulations)."""
+        self._running = True
+        tasks = [asyncio.create_task(t()) for t in
+                 (self._rx_task, self._tx_task, self._tick_task, self._host_task)]
+        try:
+            if duration_ms is None:
+                await asyncio.gather(*tasks)
+            else:
+                await _sleep_ms(duration_ms, self.time_scale)
+        finally:
+            self._running = False
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                try:
+                    await t
+                except BaseException:  # CancelledError differs between ports
+                    pass
+
+
+def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
+         node_factory=None, urandom=None, store_factory=None):
+    """Bring a node up from what is on flash.
+
+    Returns:
+        (Firmware, list of boot problems).
+    Raises:
+        ValueError: no board configured (deploy writes one) or bad board/plan.
+    """
+    import tssb_boards
+    from tssbfw import corelink, power
+    from tssbfw.clock import Clock
+    from tssbfw.events import DeviceEvents
+    from tssbfw.flashstore import FlashStore
+
+    cfg, problems = configmod.load(root)
+    if not cfg["board"]:
+        raise ValueError("no board configured in %s/config.json" % root)
+    board = tssb_boards.get(cfg["board"])
+    plan = regions.plan(cfg["plan"])
+    c = corelink.crypto()
+    seed, pub, created = configmod.load_identity(root, c.publickey, urandom)
+    if created:
+        problems.append("created identity")
+    clock = clock or Clock()
+    bridge = bridge or NullBridge()
+    name = cfg["name"] or ("tssb-" + pub[:4].hex())
+    events = DeviceEvents(name, clock, bridge.on_event)
+    power.power_up(board, machine_mod)
+    modem = make_modem(board, plan, lora_mod, machine_mod)
+    store = (store_factory or FlashStore)(root + "/feeds", capacity=cfg["capacity"],
+                                          events=events)
+    link = corelink.NodeLink(store, (seed, pub), events, node_factory=node_factory)
+    wdt = None
+    if machine_mod is None:
+        try:
+            import machine
+            wdt = machine.WDT(timeout=WDT_TIMEOUT_MS)
+        except (ImportError, AttributeError):
+            wdt = None
+    else:
+        wdt = machine_mod.WDT(timeout=WDT_TIMEOUT_MS)
+    fw = Firmware(plan, link, modem, clock, events, bridge=bridge, wdt=wdt,
+                  tick_ms=cfg["tick_ms"], cfg=cfg, root=root,
+                  time_scale=getattr(clock, "scale", 1))
+    return fw, problems
+
+
+def main():
+    fw, problems = boot()
+    for p in problems:
+        print("tssb:", p)
+    asyncio.run(fw.run())

@@ -1,0 +1,121 @@
+"""Node configuration and identity on flash.
+
+  <root>/config.json   {"plan", "board", "name", "capacity", "tick_ms"} (JSON)
+  <root>/identity      the 32-byte Ed25519 seed of the node's own feed
+
+Both are written atomically (write `.tmp`, remove, rename; a lone `.tmp` is finished).
+A missing or unreadable config gives the defaults (and says why in `problems`); a
+missing identity is created on first boot from os.urandom.
+"""
+import json
+import os
+
+from tssbfw import regions
+from tssbfw.flashstore import DEFAULT_CAPACITY, _exists, _mkdirs, _settle_tmp
+
+SEED_LEN = 32
+MIN_CAPACITY = 16 * 1024      # below this a node cannot hold even a handful of feeds
+MAX_CAPACITY = 64 << 20       # larger than any ESP32 flash
+MIN_TICK_MS = 10
+MAX_TICK_MS = 5000
+
+DEFAULTS = {"plan": regions.DEFAULT_PLAN, "board": None, "name": None,
+            "capacity": DEFAULT_CAPACITY, "tick_ms": 100}
+
+
+def check(key, value):
+    """Validate one config value; return it normalised.
+
+    Raises:
+        ValueError: unknown key or bad value (message says which).
+    """
+    if key == "plan":
+        regions.plan(value)
+        return value
+    if key == "board":
+        if value is None:
+            return None
+        import tssb_boards
+        tssb_boards.get(value)
+        return value
+    if key == "name":
+        from tinyssb.eventlog import valid_node
+        if value is not None and not valid_node(value):
+            raise ValueError("bad node name")
+        return value
+    if key == "capacity":
+        if not isinstance(value, int) or not MIN_CAPACITY <= value <= MAX_CAPACITY:
+            raise ValueError("capacity out of range")
+        return value
+    if key == "tick_ms":
+        if not isinstance(value, int) or not MIN_TICK_MS <= value <= MAX_TICK_MS:
+            raise ValueError("tick_ms out of range")
+        return value
+    raise ValueError("unknown config key %r" % key)
+
+
+def load(root):
+    """Read the config; return (config dict, list of problems found)."""
+    cfg = dict(DEFAULTS)
+    problems = []
+    path = root + "/config.json"
+    _settle_tmp(path)
+    if not _exists(path):
+        return cfg, ["no config, using defaults"]
+    try:
+        with open(path) as f:
+            data = json.loads(f.read())
+        if not isinstance(data, dict):
+            raise ValueError("config is not an object")
+    except (ValueError, OSError) as e:
+        return cfg, ["unreadable config: %s" % e]
+    for k in data:
+        try:
+            cfg[k] = check(k, data[k])
+        except ValueError as e:
+            problems.append("%s: %s" % (k, e))
+    return cfg, problems
+
+
+def save(root, cfg):
+    """Write the config atomically (only known keys, each validated)."""
+    out = {}
+    for k in DEFAULTS:
+        out[k] = check(k, cfg.get(k, DEFAULTS[k]))
+    _write_atomic(root + "/config.json", json.dumps(out).encode())
+
+
+def load_identity(root, publickey, urandom=None):
+    """The node's (seed, public key); created and saved on first boot.
+
+    Args:
+        publickey: function(seed) -> 32-byte public key (tinyssb.crypto.publickey).
+        urandom: function(n) -> n random bytes (default os.urandom).
+    Returns:
+        (seed, public, created)
+    """
+    path = root + "/identity"
+    _settle_tmp(path)
+    seed = None
+    if _exists(path):
+        with open(path, "rb") as f:
+            seed = f.read()
+        if len(seed) != SEED_LEN:
+            seed = None  # a torn write cannot happen (atomic); treat as absent
+    created = seed is None
+    if created:
+        seed = (urandom or os.urandom)(SEED_LEN)
+        _write_atomic(path, seed)
+    return seed, publickey(seed), created
+
+
+def _write_atomic(path, data):
+    d = path.rsplit("/", 1)[0]
+    if d and not _exists(d):
+        _mkdirs(d)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    if _exists(path):
+        os.remove(path)
+    os.rename(tmp, path)

@@ -1,0 +1,96 @@
+"""Send scheduler: the only way frames reach the radio.
+
+Modelled on the deployed ESP32 scheduler (`LIB/sched.cpp`, tinyssb-wire.md 5.1): at most
+`MAX_QUEUE` frames wait, a frame identical to one already queued is dropped as a
+duplicate, and one frame goes out per slot, the next slot `GAP_MS + rand(JITTER_MS)`
+after the previous transmission ended (random jitter keeps neighbours that heard the same
+request from answering in lockstep). Each frame is also cleared with the region's
+transmit limiter first; when the limiter asks for a wait the frame stays queued and the
+slot moves to the end of the wait, so the node queues rather than breaks the law.
+
+Time is passed in (`now_ms`); the class never reads a clock, so the host simulator
+drives it with a virtual one.
+"""
+from tssbfw.limiter import TxRefused
+
+MAX_QUEUE = 10    # SCHED_MAX (LIB/sched.h)
+GAP_MS = 250      # 4 slots per second: 250 ms + rand(0..299) ms (LIB/sched.cpp:42)
+JITTER_MS = 300
+
+
+class Scheduler:
+    def __init__(self, airtime_ms, limiter, rand, max_queue=MAX_QUEUE,
+                 gap_ms=GAP_MS, jitter_ms=JITTER_MS):
+        """Args:
+            airtime_ms: function(frame_length) -> ms on air (regions/airtime).
+            limiter: a limiter.TxLimiter.
+            rand: function(n) -> int in 0..n-1 (injected so runs can be reproduced).
+        """
+        self._air = airtime_ms
+        self._lim = limiter
+        self._rand = rand
+        self.max_queue = max_queue
+        self.gap = gap_ms
+        self.jitter = jitter_ms
+        self._q = []
+        self._next = 0
+        self.counters = {"queued": 0, "sent": 0, "duplicate": 0, "queue_full": 0,
+                         "refused": 0, "limited": 0}
+        self.last_wait_ms = 0
+
+    def __len__(self):
+        return len(self._q)
+
+    def push(self, frame):
+        """Queue a frame for sending.
+
+        Returns:
+            None when queued, else the drop reason: 'duplicate' or 'queue_full'.
+        """
+        frame = bytes(frame)
+        if frame in self._q:
+            self.counters["duplicate"] += 1
+            return "duplicate"
+        if len(self._q) >= self.max_queue:
+            self.counters["queue_full"] += 1
+            return "queue_full"
+        self._q.append(frame)
+        self.counters["queued"] += 1
+        return None
+
+    def due_in(self, now_ms):
+        """Milliseconds until pop() may return a frame; None when the queue is empty."""
+        if not self._q:
+            return None
+        return max(0, self._next - now_ms)
+
+    def pop(self, now_ms):
+        """The frame to transmit now, or None (queue empty, slot not reached, or the
+        limiter asked for a wait; `last_wait_ms` then holds that wait).
+
+        A popped frame is booked with the limiter as starting at now_ms, and the next
+        slot is placed after its airtime plus the jittered gap. Frames the limiter
+        refuses outright (dwell time, budget) are dropped and counted as 'refused'.
+        """
+        while self._q:
+            if now_ms < self._next:
+                return None
+            frame = self._q[0]
+            air = self._air(len(frame))
+            try:
+                wait = self._lim.wait_ms(air, now_ms)
+            except TxRefused:
+                self._q.pop(0)
+                self.counters["refused"] += 1
+                continue
+            if wait > 0:
+                self.counters["limited"] += 1
+                self.last_wait_ms = wait
+                self._next = now_ms + wait
+                return None
+            self._q.pop(0)
+            self._lim.record(air, now_ms)
+            self._next = now_ms + air + self.gap + self._rand(self.jitter)
+            self.counters["sent"] += 1
+            return frame
+        return None

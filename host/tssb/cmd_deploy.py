@@ -1,0 +1,102 @@
+"""`tssb deploy`: copy the tinySSB firmware as .mpy onto a board running MicroPython."""
+import json
+import os
+import sys
+import tempfile
+
+from tssb.cli import CliError
+from tssb.flash import bundle, mpremote_run, ports
+
+
+def _board_names():
+    try:
+        import tssb_boards
+        return ", ".join(tssb_boards.names())
+    except ImportError:  # a stale install must not break every other command
+        return "see docs/boards.md"
+
+
+def register(subparsers):
+    try:
+        from tssbfw import regions
+        plans, default_plan = regions.names(), regions.DEFAULT_PLAN
+    except ImportError:
+        plans, default_plan = None, "US915.a"
+    p = subparsers.add_parser(
+        "deploy", help="install the tinySSB firmware (.mpy bundle) onto a MicroPython board",
+        description="Compile the protocol core, the firmware and the board definitions with "
+                    "mpy-cross -march=xtensawin, then with mpremote: copy them to /lib, copy "
+                    "boot.py/main.py and /tssb/config.json (board, region plan), install the "
+                    "LoRa driver packages with mip, and reset the board. The node's identity "
+                    "on the board is kept. The board must run MicroPython 1.23 or newer "
+                    "(`tssb flash`).")
+    p.add_argument("--board", required=True, metavar="BOARD",
+                   help="board, optionally with its radio (e.g. tbeam:sx1262); one of: "
+                        + _board_names())
+    p.add_argument("--port", metavar="PORT",
+                   help="serial port (default: the one USB port matching the board)")
+    p.add_argument("--plan", default=default_plan, choices=plans,
+                   help="LoRa region plan (default %(default)s, as deployed tinySSB nodes)")
+    p.add_argument("--name", help="node name in event logs (default: from its public key)")
+    p.add_argument("--no-mip", action="store_true",
+                   help="do not install the LoRa drivers with mip (host without internet)")
+    p.add_argument("--bundle-dir", metavar="DIR",
+                   help="keep the compiled bundle in DIR (default: a temporary folder)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="build the bundle and print the mpremote command line only")
+    p.set_defaults(func=run)
+
+
+def node_config(board_spec, plan, name):
+    """The /tssb/config.json the board boots with (validated like the firmware does)."""
+    from tssbfw import config
+    cfg = dict(config.DEFAULTS)
+    cfg.update({"board": board_spec, "plan": plan, "name": name})
+    for k in cfg:
+        try:
+            cfg[k] = config.check(k, cfg[k])
+        except ValueError as e:
+            raise CliError("%s: %s" % (k, e))
+    return cfg
+
+
+def run(args, runner=None, list_fn=None):
+    import tssb_boards
+    try:
+        board = tssb_boards.get(args.board)
+    except ValueError as e:
+        raise CliError(str(e))
+    cfg = node_config(args.board, args.plan, args.name)
+    port = "PORT" if args.dry_run and not args.port else \
+        ports.choose(board, args.port, list_fn() if list_fn else None)
+    tmp = None
+    out = args.bundle_dir
+    if out is None:
+        tmp = tempfile.TemporaryDirectory(prefix="tssb-deploy-")
+        out = tmp.name
+
+    def progress(done, total, name):
+        sys.stdout.write("\rcompiling %3d/%d %-40s" % (done, total, name))
+        sys.stdout.flush()
+    try:
+        try:
+            info = bundle.build(os.path.join(out, "bundle"), progress=progress)
+        except bundle.BundleError as e:
+            raise CliError(str(e))
+        print("\nbundle: %d modules, %d bytes of .mpy" % (len(info["files"]) - 2,
+                                                         info["mpy_bytes"]))
+        cfg_file = os.path.join(out, "config.json")
+        with open(cfg_file, "w") as f:
+            json.dump(cfg, f)
+        cmd = mpremote_run.deploy_args(port, os.path.join(out, "bundle"), cfg_file, board,
+                                       mip=not args.no_mip)
+        print("mpremote " + " ".join(a if "\n" not in a else "'<prepare script>'" for a in cmd))
+        if args.dry_run:
+            return 0
+        mpremote_run.run(cmd, port, runner)
+        print("deployed tinySSB onto the %s on %s (plan %s)" % (board["title"], port,
+                                                             cfg["plan"]))
+        return 0
+    finally:
+        if tmp is not None:
+            tmp.cleanup()

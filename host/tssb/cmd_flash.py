@@ -1,0 +1,92 @@
+"""`tssb flash`: write a MicroPython image onto a board with esptool."""
+import os
+
+from tssb.cli import CliError
+from tssb.flash import esptool_run, ports
+
+
+def _board_names():
+    try:
+        import tssb_boards
+        return ", ".join(tssb_boards.names())
+    except ImportError:  # a stale install must not break every other command
+        return "see docs/boards.md"
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "flash", help="write a MicroPython firmware image onto an ESP32 LoRa board (esptool)",
+        description="Erase the board's flash and write a MicroPython image at the right "
+                    "offset (0x1000 on ESP32 boards, 0x0 on ESP32-S3 boards). Use an image "
+                    "built with tools/build_image.sh (frozen tinySSB firmware) or a stock "
+                    "MicroPython image from micropython.org followed by `tssb deploy`. "
+                    "Put the board in download mode if it does not enter it by itself: hold "
+                    "BOOT, tap RESET, release BOOT.")
+    p.add_argument("--board", required=False, metavar="BOARD",
+                   help="board, optionally with its radio (e.g. tbeam:sx1262); one of: "
+                        + _board_names())
+    p.add_argument("--port", metavar="PORT",
+                   help="serial port (default: the one USB port matching the board)")
+    p.add_argument("--image", metavar="FILE",
+                   help="firmware image (default: build/image/<MICROPYTHON_BOARD>/firmware.bin "
+                        "from tools/build_image.sh)")
+    p.add_argument("--baud", type=int, default=esptool_run.DEFAULT_BAUD,
+                   help="serial speed for writing (default %(default)s; 115200 if writing "
+                        "stops part way)")
+    p.add_argument("--no-erase", action="store_true",
+                   help="write without erasing the whole flash first (keeps the filesystem)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the esptool command line and do nothing")
+    p.add_argument("--list", action="store_true",
+                   help="list serial ports with the boards their USB ids hint at, and exit")
+    p.set_defaults(func=run)
+
+
+def default_image(board):
+    from tssb.flash.bundle import BundleError, repo_root
+    try:
+        root = repo_root()
+    except BundleError:
+        root = os.getcwd()
+    return os.path.join(root, "build", "image", board["micropython_board"], "firmware.bin")
+
+
+def list_ports(list_fn=None):
+    import tssb_boards
+    rows = (list_fn or ports.list_ports)()
+    if not rows:
+        print("no serial ports")
+    for dev, vid, pid, desc in rows:
+        hint = ""
+        if vid is not None:
+            hint = "%04x:%04x %s" % (vid, pid, ",".join(tssb_boards.by_usb(vid, pid)) or "-")
+        print("%-20s %-40s %s" % (dev, desc, hint))
+    return 0
+
+
+def run(args, main=None, list_fn=None):
+    import tssb_boards
+    if args.list:
+        return list_ports(list_fn)
+    if not args.board:
+        raise CliError("--board is required (one of %s)" % ", ".join(tssb_boards.names()))
+    try:
+        board = tssb_boards.get(args.board)
+    except ValueError as e:
+        raise CliError(str(e))
+    image = args.image or default_image(board)
+    if not os.path.isfile(image):
+        raise CliError("no firmware image at %s: build one with tools/build_image.sh or "
+                       "download MicroPython for %s and pass --image FILE"
+                       % (image, board["micropython_board"]))
+    if args.dry_run:
+        port = args.port or "PORT"
+    else:
+        port = ports.choose(board, args.port, list_fn() if list_fn else None)
+    cmd = esptool_run.write_args(board, port, image, args.baud, erase=not args.no_erase)
+    print("esptool " + " ".join(cmd))
+    if args.dry_run:
+        return 0
+    esptool_run.run(cmd, board, port, main)
+    print("flashed %s onto the %s on %s" % (os.path.basename(image), board["title"], port))
+    return 0
