@@ -1,0 +1,76 @@
+"""`tssb sync --peer HOST:PORT`: reconcile this host's store with another host over SETU."""
+import asyncio
+import sys
+
+from .cli import CliError
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "sync", help="reconcile the local store with another host (SETU set union)",
+        description="Open a secure session to a peer running `tssb serve` and reconcile both "
+                    "stores with SETU (draft-summermatter-set-union-01). Both hosts end with "
+                    "the union of their log entries; every received entry is signature-checked.")
+    p.add_argument("--peer", required=True, metavar="HOST:PORT", help="the peer's `tssb serve` address")
+    p.add_argument("--home", default=None, help="data directory (default $TSSB_HOME or ~/.tssb)")
+    p.add_argument("--profile", choices=("tssb2", "gnunet"), default="tssb2",
+                   help="tssb2 (default; fixes GNUnet's IBF flaws) or gnunet (GNUnet-identical IBFs)")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds to wait for any one message (default 60)")
+    p.set_defaults(func=run)
+
+
+def _parse_peer(s):
+    host, sep, port = s.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CliError("--peer must be HOST:PORT, got %r" % s)
+    return host.strip("[]"), int(port)
+
+
+def run(args):
+    host, port = _parse_peer(args.peer)
+    try:
+        from tssb import session
+        from tssb.context import Context
+    except ImportError as e:
+        raise CliError("secure sessions are not available in this build (%s)" % e)
+    from .setu import constants as C
+    from .setu.driver import reconcile
+    from .setu.errors import SetuError
+    from .setu.machine import Config
+    from .setu.service import summary_fields
+    from .setu.tinyssb_elements import StoreSource
+
+    import os
+    ctx = Context.open(args.home or os.environ.get("TSSB_HOME") or os.path.expanduser("~/.tssb"))
+    src = StoreSource(ctx.store)
+    n = src.refresh()
+    print("local set: %d entries; connecting to %s:%d" % (n, host, port), file=sys.stderr)
+    cfg = Config(profile_id=C.PROFILE_GNUNET if args.profile == "gnunet" else C.PROFILE_TSSB2)
+
+    def progress(st):
+        print("  %s: sent %d, received %d elements" % (st["state"], st["elements_sent"],
+                                                      st["elements_recv"]), file=sys.stderr)
+
+    async def go():
+        sess = await session.connect(host, port, ctx)
+        try:
+            ch = await sess.open_stream("setu")
+            ctx.events.emit("sync_start", proto="setu", peer=args.peer)
+            return await reconcile(ch, src.eset, True, cfg, progress, args.timeout)
+        finally:
+            await sess.close()
+
+    try:
+        res = asyncio.run(go())
+    except SetuError as e:
+        ctx.events.emit("sync_done", **summary_fields(args.peer, dict(ok=False, reason=e.reason)))
+        raise CliError("sync failed: %s" % e)
+    except OSError as e:
+        raise CliError("cannot reach %s:%d: %s" % (host, port, e))
+    ctx.events.emit("sync_done", **summary_fields(args.peer, res))
+    print("mode %s (profile %s), %d IBF round(s), %d decode failure(s)"
+          % (res["mode"], res["profile"], res["rounds"], res["decode_failures"]))
+    print("bytes: %d sent, %d received; elements: %d sent, %d received"
+          % (res["bytes_sent"], res["bytes_recv"], res["elements_sent"], res["elements_recv"]))
+    return 0

@@ -1,0 +1,37 @@
+"""`tssb serve` stream "setu": the responder side of a SETU sync over a session stream."""
+from .driver import reconcile
+from .machine import Config
+from .tinyssb_elements import StoreSource
+
+
+async def serve(channel, ctx, peer):
+    """Reconcile the host store with the peer that opened the stream.
+
+    Args:
+        channel: the stream (Channel interface).
+        ctx: tssb.context.Context (uses .store and .events).
+        peer: the remote's 32-byte Ed25519 public key.
+    """
+    src = StoreSource(ctx.store)
+    src.refresh()
+    peer_hex = peer.hex()
+    ctx.events.emit("sync_start", proto="setu", peer=peer_hex)
+    res = dict(ok=False, reason=None)
+    try:
+        res = await reconcile(channel, src.eset, initiator=False, config=Config())
+    except Exception as e:  # the event log records every ending, then the error propagates
+        res = dict(ok=False, reason=getattr(e, "reason", type(e).__name__))
+        raise
+    finally:
+        ctx.events.emit("sync_done", **summary_fields(peer_hex, res))
+
+
+def summary_fields(peer_hex, res):
+    """sync_done event fields (contract 5) from a driver result."""
+    return dict(proto="setu", peer=peer_hex, mode=res.get("mode"), rounds=res.get("rounds", 0),
+                bytes_sent=res.get("bytes_sent", 0), bytes_recv=res.get("bytes_recv", 0),
+                msgs_sent=res.get("msgs_sent", 0), msgs_recv=res.get("msgs_recv", 0),
+                elements_sent=res.get("elements_sent", 0),
+                elements_recv=res.get("elements_recv", 0),
+                duration_ms=res.get("duration_ms", 0), ok=bool(res.get("ok")),
+                reason=res.get("reason"))

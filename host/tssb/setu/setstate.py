@@ -1,0 +1,139 @@
+"""A reconcilable set with incremental state (the issue's "incremental state").
+
+Each element's SHA-512 hash and 64-bit key are computed once when it is added; the strata
+estimators, the GNUnet-profile IBFs already built at salt 0 and the tssb2 base IBF are updated
+in O(1) per added element, so a sync with few differences never rehashes the set. Only a retry
+with a new salt (rare) walks the cached keys again.
+"""
+from . import constants as C
+from .ibf import IBF
+from .profiles import element_hash, key_from_hash, salt_key
+from .strata import StrataEstimator
+
+_IBF_CACHE = 4          # salt-0 IBF sizes kept up to date per profile
+_BASE_RATIO = 16        # tssb2 base IBF: 2^j >= n / 16 buckets per third
+
+
+class ElementSet:
+    """Elements (bytes) of one application element type, with their hashes and keys.
+
+    Args:
+        etype: application element type carried in ELEMENT messages.
+        check: callable(data) -> bool, the application check run on every received element.
+    """
+
+    def __init__(self, etype=0, check=None):
+        self.etype = etype
+        self.check = check
+        self.elements = {}     # hash -> data
+        self.keys = {}         # hash -> unsalted key
+        self.by_key = {}       # key -> hash, or list of hashes on a 64-bit collision
+        self.checksum = 0      # XOR of all element hashes (as an int): the final checksum
+        self.total_bytes = 0
+        self.on_add = []       # callbacks(data, ehash): persistence hooks
+        self._se = {}          # profile id -> StrataEstimator
+        self._ibfs = {}        # (profile id, size) -> salt-0 IBF (GNUnet profile)
+        self._base = None      # tssb2 salt-0 base IBF
+
+    def __len__(self):
+        return len(self.elements)
+
+    def avg_element_size(self):
+        return self.total_bytes // len(self.elements) if self.elements else 0
+
+    def checksum_bytes(self):
+        return self.checksum.to_bytes(C.HASH_SIZE, "big")
+
+    def has(self, ehash):
+        return ehash in self.elements
+
+    def hashes_for_key(self, key):
+        v = self.by_key.get(key)
+        if v is None:
+            return []
+        return v if isinstance(v, list) else [v]
+
+    def add(self, data, ehash=None):
+        """Add an element; returns its hash, or None if it was already present."""
+        data = bytes(data)
+        if len(data) > C.MAX_ELEMENT_SIZE:
+            raise ValueError("element too large")
+        if ehash is None:
+            ehash = element_hash(self.etype, data)
+        if ehash in self.elements:
+            return None
+        key = key_from_hash(ehash)
+        self.elements[ehash] = data
+        self.keys[ehash] = key
+        old = self.by_key.get(key)
+        if old is None:
+            self.by_key[key] = ehash
+        elif isinstance(old, list):
+            old.append(ehash)
+        else:
+            self.by_key[key] = [old, ehash]
+        self.checksum ^= int.from_bytes(ehash, "big")
+        self.total_bytes += len(data)
+        for se in self._se.values():
+            se.insert(key)
+        for ibf in self._ibfs.values():
+            ibf.insert(key)
+        if self._base is not None:
+            self._base.insert(key)
+            if (self._base.size // 3) * _BASE_RATIO * 2 < len(self.elements):
+                self._base = None  # rebuilt larger on next use (amortised doubling)
+        for cb in self.on_add:
+            cb(data, ehash)
+        return ehash
+
+    def strata(self, profile, count):
+        """Strata estimator with `count` estimators for `profile`, kept up to date."""
+        se = self._se.get(profile.pid)
+        if se is None:
+            se = StrataEstimator(profile, count)
+            for key in self.keys.values():
+                se.insert(key)
+            self._se[profile.pid] = se
+        elif se.count < count:
+            se.extend(count, self.keys.values())
+        return se.prefix(count)
+
+    def ibf(self, profile, size, salt):
+        """The set's IBF of `size` buckets at `salt` (do not mutate the result)."""
+        if salt == 0 and profile.foldable:
+            base = self._base
+            if base is None:
+                m = 16
+                while m * _BASE_RATIO < len(self.elements):
+                    m *= 2
+                base = self._base = self._build(profile, max(3 * m, profile.min_size), 0)
+            if size <= base.size and base.size % size == 0:
+                return base if size == base.size else base.fold(size)
+        if salt == 0:
+            ibf = self._ibfs.get((profile.pid, size))
+            if ibf is None:
+                ibf = self._build(profile, size, 0)
+                if len(self._ibfs) >= _IBF_CACHE:
+                    self._ibfs.pop(next(iter(self._ibfs)))
+                self._ibfs[(profile.pid, size)] = ibf
+            return ibf
+        return self._build(profile, size, salt)
+
+    def _build(self, profile, size, salt):
+        ibf = IBF(profile, size)
+        for key in self.keys.values():
+            ibf.insert(salt_key(key, salt))
+        return ibf
+
+    def copy(self):
+        """Independent copy, incremental state included (cheaper than re-adding)."""
+        o = ElementSet(self.etype, self.check)
+        o.elements = dict(self.elements)
+        o.keys = dict(self.keys)
+        o.by_key = {k: (v[:] if isinstance(v, list) else v) for k, v in self.by_key.items()}
+        o.checksum = self.checksum
+        o.total_bytes = self.total_bytes
+        o._se = {p: se.copy() for p, se in self._se.items()}
+        o._ibfs = {k: v.copy() for k, v in self._ibfs.items()}
+        o._base = self._base.copy() if self._base is not None else None
+        return o

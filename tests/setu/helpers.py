@@ -1,0 +1,60 @@
+"""Shared helpers for the SETU tests: random sets and a synchronous two-machine pump."""
+import random
+
+from tssb.setu.machine import Reconciler
+from tssb.setu.setstate import ElementSet
+
+
+def make_sets(common, a_only, b_only, seed=0, size=24):
+    """Two ElementSets sharing `common` random elements plus their own extras."""
+    r = random.Random(seed)
+    A, B = ElementSet(), ElementSet()
+    for _ in range(common):
+        e = r.randbytes(size)
+        A.add(e)
+        B.add(e)
+    a_extra = [r.randbytes(size) for _ in range(a_only)]
+    b_extra = [r.randbytes(size) for _ in range(b_only)]
+    for e in a_extra:
+        A.add(e)
+    for e in b_extra:
+        B.add(e)
+    return A, B
+
+
+def pump(a, b, tamper=None, max_steps=10 ** 6):
+    """Run initiator machine `a` against responder `b` in memory, in order per direction.
+
+    Args:
+        tamper: optional callable(direction, msg) -> list of msgs, direction "ab" or "ba".
+    Returns:
+        the number of messages delivered. SetuError from either machine propagates.
+    """
+    to_a, to_b = [], []
+    ia = ib = 0
+
+    def emit(lst, direction, msgs):
+        for m in msgs:
+            lst.extend(tamper(direction, m) if tamper else [m])
+
+    emit(to_b, "ab", a.start())
+    steps = 0
+    while (ia < len(to_a) or ib < len(to_b)) and steps < max_steps:
+        if ib < len(to_b):
+            m = to_b[ib]
+            ib += 1
+            emit(to_a, "ba", b.receive(m))
+            steps += 1
+        if ia < len(to_a):
+            m = to_a[ia]
+            ia += 1
+            emit(to_b, "ab", a.receive(m))
+            steps += 1
+    return steps
+
+
+def sync(A, B, cfg_a=None, cfg_b=None, tamper=None):
+    a = Reconciler(A, True, cfg_a)
+    b = Reconciler(B, False, cfg_b)
+    pump(a, b, tamper)
+    return a, b
