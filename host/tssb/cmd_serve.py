@@ -1,0 +1,63 @@
+"""`tssb serve`: accept secure sessions from peers and run the host services."""
+import asyncio
+import sys
+
+from tssb.cli import CliError
+from tssb.context import Context, add_home_option, ssb_id
+from tssb.session import DEFAULT_PORT, PeerPolicy, start_server
+from tssb.session import policy as pol
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "serve", help="accept secure sessions (SETU, trDAG, clock, certs) from peers",
+        description="Listen for secret-handshake sessions from allowed peers (`tssb peer add`) "
+                    "sharing this deployment's network key (`tssb id`), and serve each stream "
+                    "by its service name. Stops on Ctrl-C.")
+    add_home_option(p)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; 0.0.0.0 for all interfaces)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help="TCP port (default %d)" % DEFAULT_PORT)
+    p.add_argument("--open", action="store_true",
+                   help="accept ANY peer that knows the network key (no allow-list)")
+    p.add_argument("--max-sessions", type=int, default=pol.MAX_SESSIONS,
+                   help="concurrent sessions (default %d)" % pol.MAX_SESSIONS)
+    p.add_argument("--idle-timeout", type=float, default=pol.IDLE_TIMEOUT,
+                   help="seconds without traffic before a session is closed (default %g)"
+                        % pol.IDLE_TIMEOUT)
+    p.set_defaults(func=run)
+
+
+def _log(text):
+    print(text, file=sys.stderr, flush=True)
+
+
+async def _serve(ctx, args):
+    policy = PeerPolicy.from_context(ctx, open_mode=args.open, max_sessions=args.max_sessions,
+                                     idle_timeout=args.idle_timeout)
+    try:
+        server = await start_server(ctx, args.host, args.port, policy=policy, log=_log)
+    except OSError as e:
+        raise CliError("cannot listen on %s:%d: %s" % (args.host, args.port, e.strerror or e))
+    peers = len(ctx.store.peers())
+    _log("serving %s on %s:%d (%s)" % (ssb_id(ctx.identity.public), args.host, server.port,
+                                       "OPEN to any peer with the network key" if args.open
+                                       else "%d allowed peer(s)" % peers))
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.close()
+
+
+def run(args):
+    if not 0 <= args.port < 65536:
+        raise CliError("--port must be 0..65535")
+    ctx = Context.open(args.home)
+    try:
+        asyncio.run(_serve(ctx, args))
+    except KeyboardInterrupt:
+        _log("stopped")
+    finally:
+        ctx.close()
+    return 0

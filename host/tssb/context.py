@@ -1,0 +1,169 @@
+"""The host context: one data directory with its store, identity, network key and event log.
+
+Every host command and protocol service gets a `Context`:
+  ctx.home       the data directory (default: $TSSB_HOME, else ~/.tssb)
+  ctx.store      tssb.store.Store (SQLite) in ctx.home
+  ctx.identity   Identity: .seed and .public (32 bytes each, Ed25519)
+  ctx.events     event log writer: .emit(event, **fields) -> JSONL in ctx.home/logs/
+  ctx.network_key  the 32-byte secret-handshake network key of this deployment
+"""
+import os
+import secrets
+import threading
+import time
+
+import nacl.bindings
+from tinyssb import eventlog
+
+from tssb.store import open_store
+
+# The SSB main-net "caps" key (Scuttlebutt Protocol Guide, "Handshake"); selectable with
+# `tssb id --network ssb-main`. The default for tssb is a fresh per-deployment key.
+SSB_MAIN_NETWORK_KEY = bytes.fromhex(
+    "d4a1cb88a66f02f8db635ce26441cc5dac1b08420ceaac230839b755845a9ffb")
+NETWORK_KEY_CONFIG = "network_key"
+HOME_ENV = "TSSB_HOME"
+EVENT_FILE = os.path.join("logs", "events.jsonl")
+
+
+def default_home():
+    """Returns: $TSSB_HOME if set, else ~/.tssb."""
+    return os.environ.get(HOME_ENV) or os.path.join(os.path.expanduser("~"), ".tssb")
+
+
+def add_home_option(parser):
+    """Add the common `--home DIR` option to a sub-command's parser."""
+    parser.add_argument("--home", metavar="DIR", default=None,
+                        help="data directory (default: $%s, else ~/.tssb)" % HOME_ENV)
+
+
+class Identity:
+    """A long-term Ed25519 identity: 32-byte seed and public key."""
+
+    def __init__(self, seed):
+        if len(seed) != 32:
+            raise ValueError("seed must be 32 bytes")
+        self.seed = bytes(seed)
+        self.public, self._sk = nacl.bindings.crypto_sign_seed_keypair(self.seed)
+
+    @classmethod
+    def generate(cls):
+        return cls(secrets.token_bytes(32))
+
+    def sign(self, msg):
+        """Returns: the 64-byte detached Ed25519 signature of msg."""
+        return nacl.bindings.crypto_sign(msg, self._sk)[:64]
+
+    @property
+    def secret_key(self):
+        """The 64-byte libsodium secret key (seed || public)."""
+        return self._sk
+
+
+class EventLog:
+    """The context's event writer: `tinyssb.eventlog.EventLog` (schema, ids, validation)
+    appending to a JSONL file. Each line is written and flushed whole under a lock, so
+    writers in one process never interleave and a crash loses at most the line in progress.
+    """
+
+    def __init__(self, path, node):
+        self.path = path
+        self._lock = threading.Lock()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._log = eventlog.EventLog(node, self._write_line, lambda: int(time.time() * 1000))
+        self.node = node
+
+    def _write_line(self, line):
+        with self._lock:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+
+    def emit(self, event, **fields):
+        """Write one event (see tinyssb.eventlog.EVENTS). Returns: the event id.
+
+        Raises: ValueError for an unknown event or field (a producer bug).
+        """
+        return self._log.emit(event, **fields)
+
+
+class Context:
+    """Open data directory. Create with `Context.open(home)`."""
+
+    def __init__(self, home, store, identity, events):
+        self.home = home
+        self.store = store
+        self.identity = identity
+        self.events = events
+
+    @classmethod
+    def open(cls, home=None, create=True):
+        """Open (by default creating) a data directory.
+
+        A new directory gets a fresh identity and a fresh random network key, so two
+        deployments never talk by accident; peers share the key with `tssb id --network`.
+
+        Args:
+            home: data directory; None means default_home().
+            create: make the identity and network key if missing.
+        Returns:
+            Context.
+        Raises:
+            FileNotFoundError: create is False and the directory has no identity.
+        """
+        home = os.path.abspath(home or default_home())
+        store = open_store(home)
+        got = store.identity()
+        if got is None:
+            if not create:
+                store.close()
+                raise FileNotFoundError("no identity in %s (run `tssb id`)" % home)
+            ident = Identity.generate()
+            store.set_identity(ident.seed, ident.public)
+        else:
+            ident = Identity(got[0])
+        if store.get_config(NETWORK_KEY_CONFIG) is None and create:
+            store.set_config(NETWORK_KEY_CONFIG, secrets.token_bytes(32))
+        events = EventLog(os.path.join(home, EVENT_FILE), "host-" + ident.public.hex()[:12])
+        return cls(home, store, ident, events)
+
+    @property
+    def network_key(self):
+        key = self.store.get_config(NETWORK_KEY_CONFIG)
+        if key is None or len(key) != 32:
+            raise ValueError("no valid network key configured")
+        return bytes(key)
+
+    def set_network_key(self, key):
+        if len(key) != 32:
+            raise ValueError("network key must be 32 bytes")
+        self.store.set_config(NETWORK_KEY_CONFIG, bytes(key))
+
+    def close(self):
+        self.store.close()
+
+
+def parse_public_key(text):
+    """Parse a peer's public key: 64 hex digits, or SSB style "@<base64>.ed25519".
+
+    Returns: 32 bytes. Raises: ValueError with a message for the user.
+    """
+    import base64
+    import binascii
+    t = text.strip()
+    if t.startswith("@"):
+        t = t[1:]
+    if t.endswith(".ed25519"):
+        t = t[:-len(".ed25519")]
+    try:
+        raw = bytes.fromhex(t) if len(t) == 64 else base64.b64decode(t, validate=True)
+    except (ValueError, binascii.Error):
+        raw = b""
+    if len(raw) != 32:
+        raise ValueError("not a public key (64 hex digits or @base64.ed25519): %r" % text)
+    return raw
+
+
+def ssb_id(public):
+    """Returns: the SSB-style id "@<base64>.ed25519" of a 32-byte public key."""
+    import base64
+    return "@" + base64.b64encode(public).decode("ascii") + ".ed25519"

@@ -1,0 +1,303 @@
+"""Asyncio driver: TCP client and server running the secret handshake, the box stream
+and the multiplexer, and dispatching incoming streams to host services by name.
+"""
+import asyncio
+import importlib
+
+from tssb.channel import ChannelClosed
+from tssb.session import shs
+from tssb.session.boxstream import BoxReader, BoxWriter
+from tssb.session.errors import ProtocolError
+from tssb.session.mux import Mux
+from tssb.session.policy import HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, PeerPolicy
+
+# Stream name -> module defining `async def serve(channel, ctx, peer)` (contract 3).
+SERVICES = {"setu": "tssb.setu.service", "trdag": "tssb.trdag.service",
+            "clock": "tssb.clock.service", "certs": "tssb.certs.service"}
+READ_SIZE = 64 * 1024      # bytes per socket read: bounds what one BoxReader.feed holds
+DEFAULT_PORT = 8008        # the SSB convention for its TCP port
+
+
+class Session:
+    """An authenticated, encrypted connection carrying named streams.
+
+    Attributes: peer (the remote's 32-byte Ed25519 key), initiator (True on the client),
+    bytes_sent / bytes_recv (wire bytes after the handshake), close_reason.
+    """
+
+    def __init__(self, reader, writer, keys, initiator, on_open=None, idle_timeout=IDLE_TIMEOUT):
+        self.peer = keys.peer
+        self.initiator = initiator
+        self._reader = reader
+        self._writer = writer
+        self._box_w = BoxWriter(keys.send_key, keys.send_nonce)
+        self._box_r = BoxReader(keys.recv_key, keys.recv_nonce)
+        self._idle = idle_timeout
+        self.mux = Mux(self._write_body, initiator, on_open)
+        self.bytes_sent = self.bytes_recv = 0
+        self.close_reason = None
+        self._done = asyncio.Event()
+        self._tasks = [asyncio.create_task(self._read_loop()),
+                       asyncio.create_task(self.mux.flush_control())]
+        self.service_tasks = set()
+
+    async def _write_body(self, body):
+        if self.close_reason:
+            raise ChannelClosed(self.close_reason)
+        wire = self._box_w.seal(body)
+        self._writer.write(wire)
+        self.bytes_sent += len(wire)
+        try:
+            await self._writer.drain()
+        except (ConnectionError, OSError) as e:
+            self._end("connection lost")
+            raise ChannelClosed("connection lost") from e
+
+    async def _read_loop(self):
+        reason = "connection lost"
+        try:
+            while True:
+                data = await asyncio.wait_for(self._reader.read(READ_SIZE), self._idle)
+                if not data:
+                    reason = "connection lost"  # TCP closed without a goodbye
+                    break
+                self.bytes_recv += len(data)
+                for body in self._box_r.feed(data):
+                    self.mux.on_frame(body)
+                if self._box_r.closed:
+                    reason = "goodbye"
+                    await self._say_goodbye()
+                    break
+        except asyncio.TimeoutError:
+            reason = "idle timeout"
+            await self._say_goodbye()   # a clean end: the peer sees a goodbye, not a reset
+        except ProtocolError as e:
+            reason = "protocol error: " + e.reason
+        except (ConnectionError, OSError, ChannelClosed):
+            reason = "connection lost"
+        self._end(reason)
+
+    async def _say_goodbye(self):
+        if self._box_w.closed or self._writer.is_closing():
+            return
+        async with self.mux._write_lock:
+            try:
+                self._writer.write(self._box_w.goodbye())
+                await asyncio.wait_for(self._writer.drain(), 5)
+            except (ConnectionError, OSError, asyncio.TimeoutError):
+                pass
+
+    def _end(self, reason):
+        if self.close_reason:
+            return
+        self.close_reason = reason
+        self.mux.shutdown(reason)
+        me = asyncio.current_task()
+        for t in self._tasks + list(self.service_tasks):
+            if t is not me:
+                t.cancel()
+        self._writer.close()
+        self._done.set()
+
+    async def open_stream(self, name):
+        """Open a stream to the peer's service `name`.
+
+        Returns: a Channel (tssb.channel contract).
+        Raises: StreamRefused (with the peer's reason), ChannelClosed (session over).
+        """
+        return await self.mux.open(name)
+
+    async def close(self):
+        """Send the goodbye and end the session (streams then raise ChannelClosed)."""
+        if not self.close_reason:
+            await self._say_goodbye()
+            self._end("closed")
+        await self.wait_closed()
+
+    async def wait_closed(self):
+        await self._done.wait()
+        try:
+            await self._writer.wait_closed()
+        except (ConnectionError, OSError):
+            pass
+
+    @property
+    def closed(self):
+        return self.close_reason is not None
+
+
+def _close_quietly(writer):
+    # Failures close without a word; abort also skips the TCP linger of unsent data.
+    writer.transport.abort()
+
+
+async def client_handshake(reader, writer, network_key, seed, server_public):
+    """Run the client side of SHS over a stream pair. Returns: BoxKeys. Raises: ProtocolError."""
+    hs = shs.ClientHandshake(network_key, seed, server_public)
+    try:
+        writer.write(hs.hello())
+        msg2 = await reader.readexactly(shs.HELLO_LEN)
+        writer.write(hs.on_server_hello(msg2))
+        msg4 = await reader.readexactly(shs.SERVER_ACCEPT_LEN)
+    except asyncio.IncompleteReadError:
+        # the server closes silently on a wrong network key or when it does not know us
+        raise ProtocolError("handshake refused")
+    except (ConnectionError, OSError):
+        raise ProtocolError("handshake refused")
+    return hs.on_server_accept(msg4)
+
+
+async def server_handshake(reader, writer, network_key, seed, allows):
+    """Run the server side of SHS. Returns: BoxKeys. Raises: ProtocolError."""
+    hs = shs.ServerHandshake(network_key, seed)
+    try:
+        msg1 = await reader.readexactly(shs.HELLO_LEN)
+        writer.write(hs.on_client_hello(msg1))
+        msg3 = await reader.readexactly(shs.CLIENT_AUTH_LEN)
+    except asyncio.IncompleteReadError:
+        raise ProtocolError("truncated handshake")
+    client = hs.on_client_auth(msg3)
+    if not allows(client):
+        raise ProtocolError("peer not allowed")
+    writer.write(hs.accept())
+    return hs.keys()
+
+
+async def connect(host, port, ctx, peer=None, network_key=None, timeout=HANDSHAKE_TIMEOUT,
+                  idle_timeout=IDLE_TIMEOUT):
+    """Open a session to a server.
+
+    Args:
+        host, port: where the server listens.
+        ctx: tssb.context.Context (identity, network key, peers table).
+        peer: the server's 32-byte public key; by default looked up in the peers table by
+            the address "host:port".
+        network_key: override ctx.network_key.
+        timeout: seconds for connecting plus the handshake.
+        idle_timeout: seconds without incoming frames before the session ends.
+    Returns: Session.
+    Raises:
+        ValueError: no server key known. ProtocolError: handshake failed or refused.
+        OSError: no TCP connection.
+    """
+    if peer is None:
+        peer = ctx.store.peer_by_addr("%s:%d" % (host, port))
+        if peer is None:
+            raise ValueError("no peer with address %s:%d; give its key" % (host, port))
+    key = network_key if network_key is not None else ctx.network_key
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    try:
+        keys = await asyncio.wait_for(
+            client_handshake(reader, writer, key, ctx.identity.seed, peer), timeout)
+    except asyncio.TimeoutError:
+        _close_quietly(writer)
+        raise ProtocolError("handshake timeout")
+    except BaseException:
+        _close_quietly(writer)
+        raise
+    return Session(reader, writer, keys, initiator=True, idle_timeout=idle_timeout)
+
+
+class SessionServer:
+    """Accepts sessions and dispatches each incoming stream by name to a service module.
+
+    Args:
+        ctx: tssb.context.Context (identity, store, network key); passed on to services.
+        policy: PeerPolicy; default: ctx's network key and peers table as allow-list.
+        services: name -> module path (default SERVICES).
+        log: optional function(str) told about sessions starting and ending.
+    """
+
+    def __init__(self, ctx, policy=None, services=None, log=None):
+        self.ctx = ctx
+        self.policy = policy or PeerPolicy.from_context(ctx)
+        self.services = dict(SERVICES if services is None else services)
+        self.sessions = set()
+        self.failures = {}   # reason -> count (handshake failures), for status and tests
+        self._server = None
+        self._log = log or (lambda text: None)
+
+    async def start(self, host="127.0.0.1", port=DEFAULT_PORT):
+        """Listen. Returns: the bound port (useful with port 0)."""
+        self._server = await asyncio.start_server(self._handle, host, port)
+        return self.port
+
+    @property
+    def port(self):
+        return self._server.sockets[0].getsockname()[1]
+
+    async def _handle(self, reader, writer):
+        peername = writer.get_extra_info("peername") or ("?",)
+        if self.policy.admit(peername[0]) is not None:
+            _close_quietly(writer)
+            return
+        try:
+            try:
+                keys = await asyncio.wait_for(
+                    server_handshake(reader, writer, self.policy.network_key,
+                                     self.ctx.identity.seed, self.policy.allows),
+                    self.policy.handshake_timeout)
+            except Exception as e:  # any failure: count it, close without a word
+                reason = getattr(e, "reason", None) or type(e).__name__
+                self.failures[reason] = self.failures.get(reason, 0) + 1
+                _close_quietly(writer)
+                return
+            holder = []
+            session = Session(reader, writer, keys, initiator=False,
+                              on_open=lambda name, stream: self._dispatch(holder[0], name, stream),
+                              idle_timeout=self.policy.idle_timeout)
+            holder.append(session)
+            self.sessions.add(session)
+            self._log("session %s from %s opened" % (session.peer.hex()[:16], peername[0]))
+            try:
+                await session.wait_closed()
+            finally:
+                self.sessions.discard(session)
+                self._log("session %s closed: %s" % (session.peer.hex()[:16], session.close_reason))
+        finally:
+            self.policy.release()
+
+    def _dispatch(self, session, name, stream):
+        """Returns: None after starting the service, or the reason to refuse the stream."""
+        modname = self.services.get(name)
+        if modname is None:
+            return "unknown service: %s" % name
+        try:
+            module = importlib.import_module(modname)
+        except ImportError:
+            return "service not available: %s" % name
+        serve = getattr(module, "serve", None)
+        if serve is None:
+            return "service not implemented: %s" % name
+        task = asyncio.create_task(self._run_service(serve, stream, session.peer))
+        session.service_tasks.add(task)
+        task.add_done_callback(session.service_tasks.discard)
+        return None
+
+    async def _run_service(self, serve, stream, peer):
+        try:
+            await serve(stream, self.ctx, peer)
+        except ChannelClosed:
+            pass
+        except Exception as e:  # a failing service ends its stream, never the server
+            self.failures["service error"] = self.failures.get("service error", 0) + 1
+            self.ctx.events.emit("drop", reason="service error: %s" % type(e).__name__, length=0)
+        finally:
+            stream.close()
+
+    async def close(self):
+        """Stop listening and end every session with a goodbye."""
+        if self._server is not None:
+            self._server.close()
+        for s in list(self.sessions):
+            await s.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+
+async def start_server(ctx, host="127.0.0.1", port=DEFAULT_PORT, policy=None, services=None,
+                       log=None):
+    """Start a SessionServer. Returns: the running server (see `.port`, `.close()`)."""
+    server = SessionServer(ctx, policy, services, log)
+    await server.start(host, port)
+    return server

@@ -1,0 +1,311 @@
+"""The host's feed store: SQLite in WAL mode.
+
+Implements the feed-store interface of `tinyssb.store` (feeds, entries, side-chain chunks)
+so the core's Node runs on it unchanged, plus host extras: identities, peers (the session
+allow-list), config values (e.g. the network key) and GOSET keys.
+
+Schema changes are ordered migrations in MIGRATIONS; a later module adds its tables by
+appending one (`register_migration`). The version reached is kept in `schema_version`,
+and each migration runs in its own transaction, so a crash mid-upgrade leaves the
+previous version intact.
+
+Durability: WAL with synchronous=FULL, so a committed append survives a power cut; every
+single-call write is its own transaction, and `transaction()` groups many (one fsync).
+"""
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+
+# Sizes from the tinySSB wire format (reference/tinyssb-wire.md): 32-byte feed ids,
+# 120-byte log entries and chunks, 20-byte message ids.
+FID_LEN = 32
+PKT_LEN = 120
+MID_LEN = 20
+# Ed25519 keys and seeds, and the 32-byte SHS network key.
+KEY_LEN = 32
+
+DB_NAME = "tssb.db"
+
+
+class StoreError(ValueError):
+    """A call that would break the store's invariants (order, sizes, unknown feed)."""
+
+
+# (version, SQL script). Append only: never edit a released step.
+MIGRATIONS = [
+    (1, """
+        CREATE TABLE feeds (
+            fid BLOB PRIMARY KEY,
+            added_ts INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE entries (
+            fid BLOB NOT NULL REFERENCES feeds(fid),
+            seq INTEGER NOT NULL,
+            pkt BLOB NOT NULL,
+            mid BLOB NOT NULL,
+            PRIMARY KEY (fid, seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE chunks (
+            fid BLOB NOT NULL,
+            seq INTEGER NOT NULL,
+            cnr INTEGER NOT NULL,
+            chunk BLOB NOT NULL,
+            PRIMARY KEY (fid, seq, cnr)
+        ) WITHOUT ROWID;
+        CREATE TABLE identities (
+            name TEXT PRIMARY KEY,
+            seed BLOB NOT NULL,
+            public BLOB NOT NULL,
+            created_ts INTEGER NOT NULL
+        );
+        CREATE TABLE peers (
+            public BLOB PRIMARY KEY,
+            name TEXT NOT NULL DEFAULT '',
+            addr TEXT NOT NULL DEFAULT '',
+            added_ts INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE config (
+            key TEXT PRIMARY KEY,
+            value BLOB
+        );
+        CREATE TABLE goset_keys (
+            key BLOB PRIMARY KEY,
+            added_ts INTEGER NOT NULL
+        ) WITHOUT ROWID;
+    """),
+]
+
+
+def register_migration(version, script):
+    """Append a schema step (for modules that own further tables).
+
+    Args:
+        version: must be exactly one more than the last registered version.
+        script: SQL statements run in one transaction.
+    Raises:
+        StoreError: when the version is out of order.
+    """
+    if version != MIGRATIONS[-1][0] + 1:
+        raise StoreError("migration %d out of order (last is %d)" % (version, MIGRATIONS[-1][0]))
+    MIGRATIONS.append((version, script))
+
+
+def _check_len(name, value, n):
+    if not isinstance(value, (bytes, bytearray, memoryview)) or len(value) != n:
+        raise StoreError("%s must be %d bytes" % (name, n))
+    return bytes(value)
+
+
+class Store:
+    """SQLite feed store. `Store(path)` opens or creates; `Store(":memory:")` for tests."""
+
+    def __init__(self, path):
+        self.path = path
+        # One connection, shared by the asyncio thread and helper threads; the lock
+        # serialises use. isolation_level=None: we issue BEGIN/COMMIT ourselves.
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._lock = threading.RLock()
+        self._depth = 0
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
+
+    # -- plumbing --------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """Group writes into one atomic transaction (nests; the outermost commits)."""
+        with self._lock:
+            if self._depth == 0:
+                self._db.execute("BEGIN IMMEDIATE")
+            self._depth += 1
+            try:
+                yield self
+            except BaseException:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._db.execute("ROLLBACK")
+                raise
+            self._depth -= 1
+            if self._depth == 0:
+                self._db.execute("COMMIT")
+
+    def _q(self, sql, args=()):
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def _one(self, sql, args=()):
+        rows = self._q(sql, args)
+        return rows[0] if rows else None
+
+    def _migrate(self):
+        with self._lock:
+            self._db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = self._db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            current = row[0] or 0
+            for version, script in MIGRATIONS:
+                if version <= current:
+                    continue
+                # executescript would COMMIT on its own; run statement by statement instead.
+                with self.transaction():
+                    for stmt in script.split(";"):
+                        if stmt.strip():
+                            self._db.execute(stmt)
+                    self._db.execute("INSERT INTO schema_version VALUES (?)", (version,))
+
+    def schema_version(self):
+        """Returns: the highest migration applied."""
+        return self._one("SELECT MAX(version) FROM schema_version")[0] or 0
+
+    def close(self):
+        with self._lock:
+            self._db.close()
+
+    # -- feed-store interface (tinyssb.store) ----------------------------------------
+
+    def feeds(self):
+        return [r[0] for r in self._q("SELECT fid FROM feeds")]
+
+    def add_feed(self, fid):
+        fid = _check_len("fid", fid, FID_LEN)
+        with self.transaction():
+            self._db.execute("INSERT OR IGNORE INTO feeds VALUES (?, ?)", (fid, int(time.time())))
+
+    def has_feed(self, fid):
+        return self._one("SELECT 1 FROM feeds WHERE fid=?", (bytes(fid),)) is not None
+
+    def front(self, fid):
+        """Returns: (max_seq, mid of max_seq), or (0, FID[0:20]) for an empty feed.
+
+        Raises:
+            KeyError: the feed is unknown (as MemStore).
+        """
+        fid = bytes(fid)
+        if not self.has_feed(fid):
+            raise KeyError(fid)
+        row = self._one("SELECT seq, mid FROM entries WHERE fid=? ORDER BY seq DESC LIMIT 1", (fid,))
+        if row is None:
+            return 0, fid[:MID_LEN]
+        return row[0], row[1]
+
+    def append(self, fid, seq, pkt, mid):
+        """Append entry `seq` (must be max_seq + 1) to a known feed.
+
+        Raises:
+            KeyError: unknown feed.  StoreError: out of order or wrong sizes.
+        """
+        fid = bytes(fid)
+        pkt = _check_len("pkt", pkt, PKT_LEN)
+        mid = _check_len("mid", mid, MID_LEN)
+        with self.transaction():
+            top, _ = self.front(fid)
+            if seq != top + 1:
+                raise StoreError("append out of order: seq %r after %d" % (seq, top))
+            self._db.execute("INSERT INTO entries VALUES (?, ?, ?, ?)", (fid, seq, pkt, mid))
+
+    def entry(self, fid, seq):
+        row = self._one("SELECT pkt FROM entries WHERE fid=? AND seq=?", (bytes(fid), seq))
+        return None if row is None else row[0]
+
+    def put_chunk(self, fid, seq, cnr, chunk):
+        """Store chunk `cnr` of entry `seq`'s side chain (must be the next one).
+
+        Raises:
+            StoreError: out of order or wrong size.
+        """
+        fid = bytes(fid)
+        chunk = _check_len("chunk", chunk, PKT_LEN)
+        with self.transaction():
+            if cnr != self.chunk_count(fid, seq):
+                raise StoreError("chunk out of order: %r" % (cnr,))
+            self._db.execute("INSERT INTO chunks VALUES (?, ?, ?, ?)", (fid, seq, cnr, chunk))
+
+    def chunk(self, fid, seq, cnr):
+        row = self._one("SELECT chunk FROM chunks WHERE fid=? AND seq=? AND cnr=?",
+                        (bytes(fid), seq, cnr))
+        return None if row is None else row[0]
+
+    def chunk_count(self, fid, seq):
+        return self._one("SELECT COUNT(*) FROM chunks WHERE fid=? AND seq=?", (bytes(fid), seq))[0]
+
+    # -- identities ------------------------------------------------------------------
+
+    def identity(self, name="default"):
+        """Returns: (seed, public) of the named identity, or None."""
+        row = self._one("SELECT seed, public FROM identities WHERE name=?", (name,))
+        return None if row is None else (row[0], row[1])
+
+    def set_identity(self, seed, public, name="default"):
+        seed = _check_len("seed", seed, KEY_LEN)
+        public = _check_len("public", public, KEY_LEN)
+        with self.transaction():
+            self._db.execute("INSERT OR REPLACE INTO identities VALUES (?, ?, ?, ?)",
+                             (name, seed, public, int(time.time())))
+
+    # -- peers (the session allow-list) ----------------------------------------------
+
+    def add_peer(self, public, name="", addr=""):
+        """Allow a peer (or update its name/address). Returns: True if it was new."""
+        public = _check_len("peer key", public, KEY_LEN)
+        with self.transaction():
+            new = self._one("SELECT 1 FROM peers WHERE public=?", (public,)) is None
+            self._db.execute(
+                "INSERT INTO peers VALUES (?, ?, ?, ?) ON CONFLICT(public) DO UPDATE "
+                "SET name=excluded.name, addr=excluded.addr", (public, name, addr, int(time.time())))
+        return new
+
+    def remove_peer(self, public):
+        """Returns: True if the peer was known."""
+        with self.transaction():
+            cur = self._db.execute("DELETE FROM peers WHERE public=?", (bytes(public),))
+            return cur.rowcount > 0
+
+    def peers(self):
+        """Returns: list of dicts {public, name, addr, added_ts}, ordered by name."""
+        return [{"public": r[0], "name": r[1], "addr": r[2], "added_ts": r[3]}
+                for r in self._q("SELECT public, name, addr, added_ts FROM peers ORDER BY name, public")]
+
+    def is_peer(self, public):
+        return self._one("SELECT 1 FROM peers WHERE public=?", (bytes(public),)) is not None
+
+    def peer_by_addr(self, addr):
+        """Returns: the public key of the peer recorded at `addr` ("host:port"), or None."""
+        row = self._one("SELECT public FROM peers WHERE addr=?", (addr,))
+        return None if row is None else row[0]
+
+    # -- config ----------------------------------------------------------------------
+
+    def get_config(self, key, default=None):
+        row = self._one("SELECT value FROM config WHERE key=?", (key,))
+        return default if row is None else row[0]
+
+    def set_config(self, key, value):
+        with self.transaction():
+            self._db.execute("INSERT OR REPLACE INTO config VALUES (?, ?)", (key, value))
+
+    # -- GOSET keys ------------------------------------------------------------------
+
+    def add_goset_key(self, key):
+        key = _check_len("goset key", key, FID_LEN)
+        with self.transaction():
+            self._db.execute("INSERT OR IGNORE INTO goset_keys VALUES (?, ?)", (key, int(time.time())))
+
+    def goset_keys(self):
+        return [r[0] for r in self._q("SELECT key FROM goset_keys ORDER BY key")]
+
+    def remove_goset_key(self, key):
+        with self.transaction():
+            self._db.execute("DELETE FROM goset_keys WHERE key=?", (bytes(key),))
+
+
+def open_store(home):
+    """Open (creating) the store of a data directory. Returns: Store."""
+    os.makedirs(home, exist_ok=True)
+    return Store(os.path.join(home, DB_NAME))
