@@ -1,0 +1,111 @@
+"""`tssb bridge`: the host node with its ports (serial board, WebSocket, UDP) until stopped."""
+import asyncio
+import json
+import threading
+import time
+
+from tinyssb import link
+
+from tssb.bridge import udp, websocket
+from tssb.bridge.hostnode import HostNode
+from tssb.bridge.serial_link import BAUD, BoardPort, SerialLink, open_no_reset
+
+STATUS_EVERY_S = 10.0
+
+
+class EventSink:
+    """Appends board event lines (JSONL, shared schema) to the host's event file.
+
+    A line that is not a JSON object with an "event" field is counted and dropped, so a
+    confused board cannot write garbage into the log the Spark ingest reads.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.written = 0
+        self.bad = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, line):
+        try:
+            rec = json.loads(line)
+            ok = isinstance(rec, dict) and "event" in rec
+        except ValueError:
+            ok = False
+        if not ok:
+            self.bad += 1
+            return
+        if "ts" not in rec or not rec["ts"]:
+            rec["ts"] = int(time.time() * 1000)   # a board without wall clock
+            line = json.dumps(rec)
+        with self._lock:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+        self.written += 1
+
+
+async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_udp=False,
+              udp_iface="0.0.0.0", udp_port=udp.PORT, duration=None, say=print):
+    """Run the bridge.
+
+    Args:
+        ctx: tssb.context.Context.
+        resolve: function() -> serial port name, or None for no board.
+        ws_listen: (host, port) for the WebSocket server, or None.
+        ws_connect: WebSocket URIs to keep connected to.
+        use_udp: join the UDP multicast group.
+        duration: seconds to run, or None for ever.
+        say: progress output.
+    Returns:
+        dict of final counters.
+    """
+    h = HostNode(ctx.store, ctx.identity, ctx.events)
+    tasks = [asyncio.ensure_future(h.run())]
+    sl = port = server = None
+    sink = EventSink(ctx.events.path)
+    if resolve is not None:
+        port = BoardPort(h, on_event=sink)
+        sl = SerialLink(resolve, port.on_message, loop=asyncio.get_running_loop(),
+                        hello=link.hello("host", ctx.events.node, fid=ctx.identity.public.hex()),
+                        opener=lambda p: open_no_reset(p, baud), on_state=_dedup(say))
+        port.link = sl
+        h.attach(port)
+        sl.start()
+    if ws_listen is not None:
+        server = await websocket.serve(h, ws_listen[0], ws_listen[1])
+        say("websocket server on ws://%s:%d" % ws_listen)
+    for uri in ws_connect:
+        tasks.append(asyncio.ensure_future(websocket.connect_forever(h, uri, say)))
+    if use_udp:
+        await udp.open_multicast(h, udp.GROUP, udp_port, udp_iface)
+        say("udp multicast %s:%d on %s" % (udp.GROUP, udp_port, udp_iface))
+    start = time.monotonic()
+    try:
+        while duration is None or time.monotonic() - start < duration:
+            left = STATUS_EVERY_S if duration is None else min(
+                STATUS_EVERY_S, duration - (time.monotonic() - start))
+            await asyncio.sleep(max(0.0, left))
+            say("feeds %d  rx %d  tx %d  ports %d%s" % (
+                len(ctx.store.feeds()), h.stats["rx"], h.stats["tx"], len(h.ports),
+                "  board %s" % ("up" if sl.connected else "down") if sl else ""))
+    finally:
+        for t in tasks:
+            t.cancel()
+        if sl is not None:
+            sl.stop()
+        if server is not None:
+            server.close()
+    out = dict(h.stats)
+    out["feeds"] = len(ctx.store.feeds())
+    out["board_events"] = sink.written
+    return out
+
+
+def _dedup(say):
+    last = [None]
+
+    def f(msg):
+        if msg != last[0]:
+            last[0] = msg
+            say(msg)
+    return f

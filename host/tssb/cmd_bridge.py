@@ -1,0 +1,69 @@
+"""`tssb bridge`: attach to a board over USB serial and gateway it to WebSocket and UDP."""
+import asyncio
+
+from tssb.cli import CliError
+from tssb.context import Context, add_home_option
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "bridge", help="attach to a board on USB and run the host node / gateway",
+        description="Run the host's tinySSB node over its SQLite store. It attaches to a board "
+                    "on USB serial (found by USB VID/PID unless --port is given; the board is "
+                    "not reset), mirrors the board's feeds into the store, reconnects after "
+                    "unplug, and optionally speaks tinySSB over WebSocket (server and client, "
+                    "one binary message per packet) and UDP multicast 239.5.5.8:1558.")
+    add_home_option(p)
+    p.add_argument("--port", metavar="P", help="serial port (default: auto-detect the board)")
+    p.add_argument("--baud", type=int, default=115200, help="baud rate (default 115200)")
+    p.add_argument("--no-serial", action="store_true", help="run without a board (gateway only)")
+    p.add_argument("--list", action="store_true", help="list candidate board ports and exit")
+    p.add_argument("--ws-listen", metavar="HOST:PORT", help="serve WebSocket, e.g. 127.0.0.1:8080")
+    p.add_argument("--ws-connect", metavar="URI", action="append", default=[],
+                   help="connect to a WebSocket pub (repeatable), e.g. ws://pub.example:8080")
+    p.add_argument("--udp", action="store_true", help="join UDP multicast 239.5.5.8:1558")
+    p.add_argument("--udp-iface", default="0.0.0.0", metavar="ADDR",
+                   help="IPv4 address of the interface for multicast (default: any)")
+    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    p.set_defaults(func=run)
+
+
+def _hostport(text):
+    host, _, port = text.rpartition(":")
+    try:
+        return (host or "127.0.0.1", int(port))
+    except ValueError:
+        raise CliError("--ws-listen wants HOST:PORT, got %r" % text)
+
+
+def run(args):
+    from tssb.bridge import ports, runner
+    if args.list:
+        found = ports.candidates()
+        if not found:
+            print("no board ports found")
+        for dev, desc, boards in found:
+            print("%-20s %-32s %s" % (dev, desc, ", ".join(boards)))
+        return 0
+    resolve = None
+    if not args.no_serial:
+        try:
+            first = ports.choose(args.port)
+        except ports.PortChoiceError as e:
+            raise CliError(str(e))
+        # after an unplug the board may come back under another name: re-detect then
+        resolve = (lambda: args.port) if args.port else (lambda: ports.choose(None))
+        print("board port %s" % first)
+    ws_listen = _hostport(args.ws_listen) if args.ws_listen else None
+    ctx = Context.open(args.home)
+    try:
+        out = asyncio.run(runner.run(ctx, resolve, args.baud, ws_listen, args.ws_connect,
+                                     args.udp, args.udp_iface, duration=args.duration))
+    except KeyboardInterrupt:
+        return 130
+    except OSError as e:
+        raise CliError(str(e))
+    finally:
+        ctx.close()
+    print("stopped: feeds %(feeds)d, packets rx %(rx)d tx %(tx)d" % out)
+    return 0

@@ -1,0 +1,58 @@
+"""Live commands on a data directory, port auto-detection, board event sink."""
+import json
+
+import pytest
+
+from tssb.bridge import ports
+from tssb.bridge.runner import EventSink
+from tssb.cli import main
+
+
+def _run(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    return e.value.code, capsys.readouterr().out
+
+
+def test_post_feeds_status(tmp_path, capsys):
+    home = str(tmp_path)
+    code, out = _run(["post", "--home", home, "short"], capsys)
+    assert code == 0 and "seq 1" in out
+    code, out = _run(["post", "--home", home, "y" * 400], capsys)
+    assert code == 0 and "seq 2" in out and "side chain" in out
+    code, out = _run(["feeds", "--home", home, "--json"], capsys)
+    rows = [json.loads(l) for l in out.splitlines()]
+    assert len(rows) == 1 and rows[0]["entries"] == 2 and rows[0]["own"]
+    assert rows[0]["chunks"] >= 4
+    code, out = _run(["status", "--home", home, "--json"], capsys)
+    st = json.loads(out)
+    assert st["entries"] == 2 and st["feeds"] == 1
+    code, out = _run(["logs", "--home", home, "--event", "append", "-n", "0"], capsys)
+    assert [json.loads(l)["seq"] for l in out.splitlines()] == [1, 2]
+
+
+def test_port_choice():
+    cp = (0x10C4, 0xEA60)
+    usb = [("/dev/ttyUSB0", cp[0], cp[1], "CP2102"), ("/dev/ttyS0", None, None, "")]
+    assert ports.choose(None, usb) == "/dev/ttyUSB0"
+    assert ports.choose("/dev/x", usb) == "/dev/x"
+    with pytest.raises(ports.PortChoiceError) as e:
+        ports.choose(None, usb + [("/dev/ttyACM0", 0x303A, 0x1001, "S3")])
+    assert "/dev/ttyUSB0" in str(e.value) and "/dev/ttyACM0" in str(e.value)
+    with pytest.raises(ports.PortChoiceError):
+        ports.choose(None, [("/dev/ttyS0", None, None, ""), ("/dev/ttyUSB1", 1, 2, "x")])
+    c = ports.candidates(usb)
+    assert c[0][0] == "/dev/ttyUSB0" and c[0][2]   # with the boards it may be
+
+
+def test_event_sink_validates(tmp_path):
+    p = tmp_path / "ev.jsonl"
+    s = EventSink(str(p))
+    s('{"v":1,"event":"rx","ts":5,"kind":"goset","length":105}')
+    s('{"v":1,"event":"tx","ts":0,"kind":"goset","length":105,"airtime_ms":1}')
+    s("not json")
+    s("[1,2]")
+    lines = [json.loads(l) for l in p.read_text().splitlines()]
+    assert [l["event"] for l in lines] == ["rx", "tx"]
+    assert lines[0]["ts"] == 5 and lines[1]["ts"] > 0      # board without clock: stamped
+    assert s.bad == 2
