@@ -241,8 +241,41 @@ def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
     return fw, problems
 
 
+def usb_bridge(name="board", info=None):
+    """SerialBridge on the USB serial console (sys.stdin/stdout), read without blocking.
+
+    The console carries the framed link protocol once the node runs; stray REPL output
+    between frames is skipped by the host's decoder (it resynchronises on FEND).
+    """
+    import select
+    import sys
+    from tssbfw.bridge import SerialBridge
+    src = getattr(sys.stdin, "buffer", sys.stdin)
+    out = getattr(sys.stdout, "buffer", sys.stdout)
+    poller = select.poll()
+    poller.register(sys.stdin, select.POLLIN)
+
+    def read(n):
+        data = bytearray()
+        while len(data) < n and poller.poll(0):
+            b = src.read(1)
+            if not b:
+                break
+            data.extend(b)
+        return bytes(data) if data else None
+
+    return SerialBridge(read, out.write, name, info)
+
+
 def main():
-    fw, problems = boot()
+    bridge = usb_bridge()
+    fw, problems = boot(bridge=bridge)
+    bridge.name = fw.events.log.node
+    author = getattr(fw.link.node, "author", None)
+    if author is not None:
+        bridge.info = {"fid": author.fid.hex()}
+    bridge.attach(fw)
     for p in problems:
-        print("tssb:", p)
+        print("tssb:", p)  # console text between frames; the host skips it
+    bridge.say_hello()
     asyncio.run(fw.run())
