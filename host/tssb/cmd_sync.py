@@ -40,12 +40,13 @@ def run(args):
     from .setu.machine import Config
     from .setu.service import summary_fields
     from .setu.tinyssb_elements import StoreSource
+    from .channel import ChannelClosed
 
     import os
     ctx = Context.open(args.home or os.environ.get("TSSB_HOME") or os.path.expanduser("~/.tssb"))
     src = StoreSource(ctx.store)
     n = src.refresh()
-    print("local set: %d entries; connecting to %s:%d" % (n, host, port), file=sys.stderr)
+    print("local set: %d elements (entries and chunks); connecting to %s:%d" % (n, host, port), file=sys.stderr)
     cfg = Config(profile_id=C.PROFILE_GNUNET if args.profile == "gnunet" else C.PROFILE_TSSB2)
 
     def progress(st):
@@ -68,6 +69,11 @@ def run(args):
         raise CliError("sync failed: %s" % e)
     except OSError as e:
         raise CliError("cannot reach %s:%d: %s" % (host, port, e))
+    except ValueError as e:  # no peer known at that address
+        raise CliError("%s (tssb peer add KEY --addr %s:%d)" % (e, host, port))
+    except (session.ProtocolError, session.StreamRefused, ChannelClosed) as e:
+        ctx.events.emit("sync_done", **summary_fields(args.peer, dict(ok=False, reason=str(e))))
+        raise CliError("session with %s:%d failed: %s" % (host, port, e))
     ctx.events.emit("sync_done", **summary_fields(args.peer, res))
     print("mode %s (profile %s), %d IBF round(s), %d decode failure(s)"
           % (res["mode"], res["profile"], res["rounds"], res["decode_failures"]))

@@ -1,22 +1,30 @@
-"""Store adapter: tinySSB log entries as self-validating SETU elements.
+"""Store adapter: tinySSB log entries and side-chain chunks as self-validating SETU elements.
 
-An element is FID (32) || SEQ (4, big-endian) || PREV (20) || PKT (120) = 176 bytes: the entry
-plus the context that makes it checkable (reference/tinyssb-wire.md 3.2):
+An entry element is FID (32) || SEQ (4, big-endian) || PREV (20) || PKT (120) = 176 bytes:
+the entry plus the context that makes it checkable (reference/tinyssb-wire.md 3.2):
   NAM = "tinyssb-v0" || FID || SEQ || PREV;  PKT[0:7] == SHA256(NAM)[0:7];
   PKT[56:120] = Ed25519 signature by FID over NAM || PKT[0:56];  MID = SHA256(NAM || PKT)[0:20].
+A chunk element is FID (32) || SEQ (4) || CNR (4) || CHUNK (120) = 160 bytes: chunk CNR of
+entry SEQ's side chain. A chunk is checkable only against its entry (the hash pointer
+PKT[36:56] names chunk 0) and its predecessor (whose last 20 bytes name it), so chunks are
+checked for shape on arrival and by hash when they are written, in order, after their entry.
 `check_element` is the application check run on every received element. `StoreSource` keeps an
-ElementSet in step with a store (only entries added since the last refresh are hashed) and
-appends received entries to the store in sequence order, holding early ones until their
-predecessors arrive.
+ElementSet in step with a store (only entries and chunks added since the last refresh are
+hashed) and appends received entries and chunks to the store in order, holding early ones
+until their predecessors arrive; a chunk whose hash does not match is discarded.
 """
 import hashlib
+
+from tinyssb import entry as tentry
 
 from .setstate import ElementSet
 
 ELEMENT_TYPE = 0x7453           # "tS": our application element type for tinySSB entries
 ELEMENT_SIZE = 32 + 4 + 20 + 120
+CHUNK_ELEMENT_SIZE = 32 + 4 + 4 + 120
+MAX_CHUNKS = 1000               # as the core replica: longer side chains are not fetched
 _PFX = b"tinyssb-v0"
-MAX_PENDING = 100000            # received-but-not-yet-appendable entries kept in memory
+MAX_PENDING = 100000            # received-but-not-yet-appendable elements kept in memory
 
 
 def _nam(fid, seq, prev):
@@ -39,8 +47,24 @@ def split_element(data):
     return data[:32], int.from_bytes(data[32:36], "big"), data[36:56], data[56:]
 
 
+def make_chunk_element(fid, seq, cnr, chunk):
+    return fid + seq.to_bytes(4, "big") + cnr.to_bytes(4, "big") + chunk
+
+
+def split_chunk_element(data):
+    """(fid, seq, cnr, chunk) of a chunk element; raises ValueError on a wrong size."""
+    if len(data) != CHUNK_ELEMENT_SIZE:
+        raise ValueError("chunk element size")
+    return (data[:32], int.from_bytes(data[32:36], "big"), int.from_bytes(data[36:40], "big"),
+            data[40:])
+
+
 def check_element(data):
-    """Application check: DMX and Ed25519 signature of the entry under its context."""
+    """Application check: DMX and Ed25519 signature of an entry under its context; for a
+    chunk, its shape (the hash is checked against its entry when it is written)."""
+    if len(data) == CHUNK_ELEMENT_SIZE:
+        _, seq, cnr, _ = split_chunk_element(data)
+        return seq >= 1 and cnr < MAX_CHUNKS
     try:
         from nacl.exceptions import BadSignatureError
         from nacl.signing import VerifyKey
@@ -70,7 +94,10 @@ class StoreSource:
         self.store = store
         self.eset = ElementSet(ELEMENT_TYPE, check_element)
         self._cursor = {}     # fid -> (last seq added, its MID)
-        self._pending = {}    # (fid, seq) -> element
+        self._pending = {}    # (fid, seq) -> entry element
+        self._pchunks = {}    # (fid, seq, cnr) -> chunk
+        self._chains = {}     # (fid, seq) -> chunks already in the set, for incomplete chains
+        self.bad_chunks = 0
         self._loading = False
         self.eset.on_add.append(self._on_add)
 
@@ -88,19 +115,63 @@ class StoreSource:
                     seq += 1
                     prev = mid_of(fid, seq, prev, pkt)
                     n += 1
+                    if chain_length(pkt):
+                        self._chains[(fid, seq)] = 0
                 self._cursor[fid] = (seq, prev)
+            n += self._refresh_chunks()
         finally:
             self._loading = False
+        return n
+
+    def _refresh_chunks(self):
+        # side chains may complete long after their entry (chunks trickle in over LoRa)
+        n = 0
+        for key in list(self._chains):
+            fid, seq = key
+            have = self._chains[key]
+            count = self.store.chunk_count(fid, seq)
+            while have < count:
+                self.eset.add(make_chunk_element(fid, seq, have, self.store.chunk(fid, seq, have)))
+                have += 1
+                n += 1
+            if have >= chain_length(self.store.entry(fid, seq)):
+                del self._chains[key]
+            else:
+                self._chains[key] = have
         return n
 
     def _on_add(self, data, ehash):
         if self._loading:
             return
-        fid, seq, prev, pkt = split_element(data)
-        if len(self._pending) >= MAX_PENDING:
+        if len(self._pending) + len(self._pchunks) >= MAX_PENDING:
             return  # still in the set; the next sync offers it again
+        if len(data) == CHUNK_ELEMENT_SIZE:
+            fid, seq, cnr, chunk = split_chunk_element(data)
+            self._pchunks[(fid, seq, cnr)] = chunk
+            self._flush_chunks(fid, seq)
+            return
+        fid, seq, prev, pkt = split_element(data)
         self._pending[(fid, seq)] = data
         self._flush(fid)
+
+    def _flush_chunks(self, fid, seq):
+        """Write the chunks of (fid, seq) that now follow on from the store, checking each
+        one's hash against the pointer that names it."""
+        st = self.store
+        pkt = st.entry(fid, seq) if st.has_feed(fid) else None
+        if pkt is None:
+            return  # its entry has not arrived yet
+        n = chain_length(pkt)
+        have = st.chunk_count(fid, seq)
+        expect = bytes(pkt[36:56]) if have == 0 else bytes(st.chunk(fid, seq, have - 1)[100:])
+        while have < n and (fid, seq, have) in self._pchunks:
+            chunk = self._pchunks.pop((fid, seq, have))
+            if tentry.chunk_hash(chunk) != expect:
+                self.bad_chunks += 1
+                break
+            st.put_chunk(fid, seq, have, chunk)
+            have += 1
+            expect = bytes(chunk[100:])
 
     def _flush(self, fid):
         st = self.store
@@ -113,4 +184,18 @@ class StoreSource:
             mid = mid_of(fid, seq, prev, pkt)
             st.append(fid, seq, pkt, mid)
             top = seq
+            if chain_length(pkt):
+                self._chains[(fid, seq)] = 0  # later chunks (e.g. via LoRa) join on refresh
+            self._flush_chunks(fid, seq)
         self._cursor[fid] = (top, mid)
+
+
+def chain_length(pkt):
+    """Chunks the side chain of an entry has (0 for plain entries, broken or too long ones)."""
+    if pkt[7] != tentry.CHAIN20:
+        return 0
+    try:
+        n = tentry.chain_info(pkt).n_chunks
+    except ValueError:
+        return 0
+    return n if n <= MAX_CHUNKS else 0
