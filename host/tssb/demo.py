@@ -40,65 +40,30 @@ class _Clock:
 
 
 def mesh_step(out, seed=1, say=print):
-    """Replicate posts of AUTHORS authors across N_NODES nodes on a 4-wide grid."""
-    rnd = random.Random(seed)
+    """Replicate short and side-chained posts of a few authors across a dozen simulated
+    LoRa boards (tssb.sim, bundled scenario "demo") until every feed is complete at every
+    board; event logs (tx/rx with airtime_ms, rssi, snr) go to OUT/logs."""
+    from tssb import sim
+    from tssb.cmd_sim import summary_lines
+    sc = sim.scenario.load(sim.scenario_path("demo"))
+    sc["seed"] = seed
     logdir = os.path.join(out, "logs")
-    os.makedirs(logdir, exist_ok=True)
-    clock = _Clock()
-    files, nodes = [], []
-    for i in range(N_NODES):
-        name = "node%02d" % i
-        f = open(os.path.join(logdir, name + ".jsonl"), "w")
-        files.append(f)
-        elog = EventLog(name, line_writer(f), clock, run="demo%d" % seed)
-        ident = None
-        if i < AUTHORS:
-            s = bytes(rnd.getrandbits(8) for _ in range(32))
-            ident = (s, crypto.publickey(s))
-        r = random.Random(seed * 100 + i)
-        nodes.append(Node(MemStore(), identity=ident, rand=lambda n, r=r: r.randrange(n) if n > 1 else 0,
-                          log=lambda ev, f, e=elog: e.emit(ev, **f)))
-    posts = 0
-    for a in range(AUTHORS):
-        for k in range(4):
-            size = rnd.choice((16, 40, 180, 700))
-            text = ("author %d post %d: " % (a, k)).encode() + bytes(rnd.getrandbits(8) for _ in range(size))
-            nodes[a].post(text)
-            posts += 1
-    links = _grid_links(N_NODES, 4)
-    say("mesh: %d nodes on a 4-wide grid (%d links), %d authors posted %d entries"
-        % (N_NODES, len(links), AUTHORS, posts))
-    bus = Bus(nodes, links=links)
-    t0 = time.perf_counter()
-    goset_t = None
-    t = 0
-    while t < 3600 * 1000:
-        t += 100
-        clock.now = t
-        bus.step(t)
-        if goset_t is None and all(n.goset.state == nodes[0].goset.state and len(n.goset) == AUTHORS
-                                   for n in nodes):
-            goset_t = t
-        if t % 1000 == 0 and same_stores(nodes):
-            break
-    for f in files:
-        f.close()
-    ok = same_stores(nodes)
-    pk, by = bus.total()
-    say("mesh: GOSET agreed after %.1f s, all feeds complete at every node after %.1f s "
-        "(virtual time; %.1f s of CPU)" % ((goset_t or 0) / 1000, t / 1000, time.perf_counter() - t0))
-    say("mesh: %d packets, %d bytes on the medium" % (pk, by))
-    for kind in sorted(bus.packets):
-        say("        %-8s %6d packets %8d bytes" % (kind, bus.packets[kind], bus.bytes[kind]))
-    drops = {}
-    for n in nodes:
-        for k, v in n.counters.items():
-            if k.startswith("drop_"):
-                drops[k[5:]] = drops.get(k[5:], 0) + v
-    say("mesh: dropped on receipt (duplicates and not-yet-expected packets): %s"
-        % ", ".join("%s %d" % kv for kv in sorted(drops.items())))
-    return {"ok": ok, "converge_ms": t, "goset_ms": goset_t, "packets": pk, "bytes": by,
-            "by_kind": bus.packets}
+    t0 = time.process_time()
+    runner = sim.Simulator(sc, logdir=logdir)
+    say("mesh: %d simulated LoRa boards (%s, %.0f m apart, plan %s), %d authors"
+        % (runner.n, sc["topology"]["kind"], sc["topology"]["spacing_m"], sc["plan"]["name"],
+           len(sc["authors"])))
+    s = runner.run(progress=lambda now, until: say("mesh:   %.0f s virtual" % (now / 1000)),
+                   progress_every_ms=60000)
+    ok = s["converged"] and runner.converged()
+    for line in summary_lines(s)[1:]:
+        say("mesh:" + line)
+    say("mesh: %.1f s of CPU" % (time.process_time() - t0))
+    return {"ok": ok, "converge_ms": s["converge_ms"], "goset_ms": s["goset_ms"],
+            "packets": s["frames"], "bytes": s["bytes"],
+            "by_kind": {k: v["frames"] for k, v in s["by_kind"].items()},
+            "airtime_ms": s["airtime_ms"], "airtime_share": s["airtime_share"],
+            "delivery_ratio": s["delivery"]["ratio"], "delivery": s["delivery"]}
 
 
 def run(out="out/demo", seed=1, say=print):

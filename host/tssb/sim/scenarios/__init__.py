@@ -1,0 +1,1 @@
+"""Bundled example scenarios (TOML package data; see tssb.sim.scenario_path)."""

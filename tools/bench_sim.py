@@ -1,0 +1,118 @@
+"""Simulator figures (`make bench`): one JSON object per line.
+
+  throughput  simulated node-seconds per wall-second for 10, 50 and 200 boards on a random
+              geometric topology of constant density; ratio against the 10-board case
+  latency     time for a new entry (short) or a side-chained post (long) to reach a board
+              h hops away on a line, next to the lower bound h x airtime of the frames one
+              hop needs (WANT + entry, plus CHNK + chunks for a long post); ratio =
+              measured / bound, mean over seeds
+  airtime     share of airtime spent on entries and chunks versus GOSET/WANT/CHNK in the
+              bundled demo and random50 scenarios
+"""
+import json
+import math
+import time
+
+from tinyssb import vectors
+from tinyssb.frames import add_crc
+from tssb.sim import Simulator, scenario, scenario_path
+from tssbfw.airtime import plan_airtime_ms
+
+THROUGHPUT = ((10, 600), (50, 240), (200, 60))   # (boards, virtual seconds)
+DENSITY_M2 = 150.0 * 150.0                       # area per board
+LINE_NODES = 6
+SEEDS = (1, 2, 3, 4, 5)
+ENTRY_FRAME = 124   # 120-byte entry or chunk + CRC32 on air
+
+
+def emit(**rec):
+    print(json.dumps(rec), flush=True)
+
+
+def throughput():
+    base = None
+    for n, secs in THROUGHPUT:
+        sc = scenario.from_dict({
+            "name": "tp%d" % n, "seed": 1, "region": "US915.a", "duration_s": secs,
+            "stop_when_converged": False,
+            "topology": {"kind": "random", "nodes": n, "side_m": math.sqrt(n * DENSITY_M2)},
+            "authors": {"nodes": list(range(0, n, max(1, n // 5)))},
+            "posts": {"per_author": 2, "start_s": 10, "interval_s": 20, "sizes": [30, 300]}})
+        sim = Simulator(sc)
+        w0, c0 = time.perf_counter(), time.process_time()
+        s = sim.run()
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        rate = n * secs / wall
+        base = base or rate
+        emit(bench="sim", case="throughput_%d" % n, nodes=n, virtual_s=secs,
+             wall_s=round(wall, 3), cpu_s=round(cpu, 3), frames=s["frames"],
+             node_s_per_wall_s=round(rate, 1), node_s_per_cpu_s=round(n * secs / cpu, 1),
+             ratio=round(rate / base, 3))
+
+
+def latency(size, label):
+    by_hop = {}
+    bound_hop = None
+    for seed in SEEDS:
+        sc = scenario.from_dict({
+            "name": "lat", "seed": seed, "region": "US915.a", "duration_s": 1800,
+            "topology": {"kind": "line", "nodes": LINE_NODES, "spacing_m": 200},
+            "radio": {"shadowing_sigma_db": 0.0},
+            "authors": {"nodes": [0]},
+            "posts": {"per_author": 1, "start_s": 60, "sizes": [size]}})
+        sim = Simulator(sc)
+        s = sim.run()
+        if not s["converged"]:
+            emit(bench="sim", case="latency_%s" % label, seed=seed, converged=False)
+            continue
+        post = sim.posts[0]
+        hops = sim.hops(0)
+        for i, t in post["done"].items():
+            if hops[i] > 0:
+                by_hop.setdefault(hops[i], []).append(t - post["t"])
+        if bound_hop is None:
+            bound_hop = _hop_bound(sim, post)
+    for h in sorted(by_hop):
+        v = by_hop[h]
+        mean = sum(v) / len(v)
+        emit(bench="sim", case="latency_%s_hop%d" % (label, h), hops=h, size=size,
+             runs=len(v), mean_ms=round(mean), min_ms=min(v), max_ms=max(v),
+             bound_ms=h * bound_hop, ratio=round(mean / (h * bound_hop), 2))
+
+
+def _hop_bound(sim, post):
+    """Airtime of the frames one hop needs at least, measured on the run's own packets:
+    a WANT and the 124-byte entry frame; for a side chain also one CHNK naming the chain
+    and every chunk frame."""
+    plan = sim.plan
+    node = sim.boards[1].node
+    air = (plan_airtime_ms(plan, len(add_crc(node.want_vector())))
+           + plan_airtime_ms(plan, ENTRY_FRAME))
+    if post["chunks"]:
+        chnk = vectors.encode_chnk(node.chnk_dmx, [(0, post["seq"], 0)])
+        air += plan_airtime_ms(plan, len(add_crc(chnk)))
+        air += post["chunks"] * plan_airtime_ms(plan, ENTRY_FRAME)
+    return air
+
+
+def airtime():
+    for name in ("demo", "random50"):
+        s = Simulator(scenario.load(scenario_path(name))).run()
+        sh = s["airtime_share"]
+        emit(bench="sim", case="airtime_%s" % name, nodes=s["nodes"], plan=s["plan"],
+             converged=s["converged"], converge_s=(s["converge_ms"] or 0) / 1000,
+             payload_share=round(s["payload_share"], 3),
+             overhead_share=round(1 - s["payload_share"], 3),
+             shares={k: round(v, 3) for k, v in sorted(sh.items())},
+             delivery_ratio=round(s["delivery"]["ratio"], 3))
+
+
+def main():
+    throughput()
+    latency(20, "short")
+    latency(300, "long")
+    airtime()
+
+
+if __name__ == "__main__":
+    main()
