@@ -1,0 +1,103 @@
+"""asyncio driver: runs a SyncMachine over a Channel (contract 2) and reports a summary.
+
+A writer task drains an unbounded local outbox into the channel, so the reading loop
+never blocks on the channel's back-pressure while the peer is itself blocked sending.
+"""
+import asyncio
+import time
+
+from tssb.channel import ChannelClosed
+from tssb.clock.errors import ClockError
+
+
+async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain=None):
+    """Drive one end of a clock sync until both ends agree (or it fails).
+
+    Args:
+        channel: a Channel.
+        machine: a fresh SyncMachine.
+        first: a message already read from the channel (the service peeks at HELLO).
+        events: event-log writer with .emit(event, **fields), or None.
+        peer: the peer's public key (for the log).
+        maintain: optional asyncio.Queue; when given, keep the session open after
+            convergence (maintenance, spec step 6): put any object when local events
+            were added (starts a new round), None to end the session.
+    Returns:
+        dict with the `sync_done` fields.
+    """
+    proto = "clock-" + machine.mode
+    peer_hex = peer.hex() if isinstance(peer, (bytes, bytearray)) else str(peer)
+    if events is not None:
+        events.emit("sync_start", proto=proto, peer=peer_hex)
+    t0 = time.monotonic()
+    outbox = asyncio.Queue()
+    ok, reason = False, None
+
+    async def writer():
+        while True:
+            msg = await outbox.get()
+            if msg is None:
+                return
+            await channel.send(msg)
+
+    wtask = asyncio.ensure_future(writer())
+    try:
+        if first is None:
+            out = machine.start()
+        else:  # responder: HELLO first fixes the entity; our HELLO still goes out first
+            reply = machine.receive(first)
+            out = machine.start() + reply
+        for m in out:
+            outbox.put_nowait(m)
+        recv_task = None
+        while True:
+            if machine.converged and maintain is None:
+                break
+            if recv_task is None:
+                recv_task = asyncio.ensure_future(channel.recv())
+            if maintain is not None and machine.converged:
+                # Maintenance (spec step 6): idle until the peer starts a round or we
+                # have new local events (or are told to stop).
+                upd = asyncio.ensure_future(maintain.get())
+                done, _ = await asyncio.wait({recv_task, upd}, return_when=asyncio.FIRST_COMPLETED)
+                if upd in done:
+                    if upd.result() is None:
+                        recv_task.cancel()
+                        break
+                    for m in machine.update():
+                        outbox.put_nowait(m)
+                    continue
+                upd.cancel()
+            msg = await recv_task
+            recv_task = None
+            for m in machine.receive(msg):
+                outbox.put_nowait(m)
+        ok = True
+    except ClockError as e:
+        reason = e.reason
+        if e.reason != "peer_error":
+            outbox.put_nowait(machine.error_message())
+    except ChannelClosed:
+        if maintain is not None and machine.converged:
+            ok = True    # the peer ended a maintained session in a consistent state
+        else:
+            reason = "closed"
+    finally:
+        outbox.put_nowait(None)
+        try:
+            await asyncio.wait_for(wtask, 10)
+        except (ChannelClosed, asyncio.TimeoutError):
+            wtask.cancel()
+        if maintain is not None:
+            channel.close()
+    summary = {
+        "proto": proto, "peer": peer_hex, "mode": machine.mode,
+        "rounds": machine.stats["rounds"], "trips": machine.stats["trips"],
+        "bytes_sent": channel.sent_bytes, "bytes_recv": channel.recv_bytes,
+        "msgs_sent": channel.sent_msgs, "msgs_recv": channel.recv_msgs,
+        "elements_sent": machine.stats["events_sent"], "elements_recv": machine.stats["events_recv"],
+        "duration_ms": int((time.monotonic() - t0) * 1000), "ok": ok, "reason": reason,
+    }
+    if events is not None:
+        events.emit("sync_done", **{k: v for k, v in summary.items() if k != "trips"})
+    return summary

@@ -1,0 +1,191 @@
+"""The events the clock protocols synchronise, and their self-validating wire forms.
+
+Two kinds, both carrying their own proof so a receiver checks every event on arrival:
+
+* Feed events: a tinySSB log entry with the context that makes it checkable,
+  FID(32) || SEQ(4, big endian) || PREV(20) || PKT(120) = 176 bytes. The event id is the
+  entry's MID; its one back reference is PREV (for seq 1 PREV = FID[0:20], which is not an
+  event, so seq 1 is the root). Formats from tinyssb-wire.md §3.2.
+* Signed events: for thread-like entities (threads, the elapsed-time counter), whose events
+  come from many feeds and may reference several predecessors:
+  AUTHOR(32) || ROOT(20) || varint(#prevs) || PREV*20 || varint(ts_ms) || varint(len) ||
+  BODY || SIG(64), SIG by AUTHOR over everything before it. Event id =
+  SHA256(all bytes)[0:20]. The root event of a thread has ROOT = 20 zero bytes and no
+  prevs; the thread is named by the root's id. (On a tinySSB node such an event is the
+  content of a log entry in the author's feed; this package keeps them in its own table.)
+"""
+import hashlib
+
+from tssb.clock import crypto
+from tssb.clock.errors import ClockError
+from tssb.clock.wire import Reader, varint
+
+FID_LEN = 32
+HASH_LEN = 20
+PKT_LEN = 120
+DMX_LEN = 7
+SIG_LEN = 64
+DMX_PFX = b"tinyssb-v0"          # tinyssb-wire.md §2 (network key is empty)
+FEED_EVENT_LEN = FID_LEN + 4 + HASH_LEN + PKT_LEN
+ZERO_ROOT = bytes(HASH_LEN)
+# Bounds for signed events: references carried by one event (a join of more branches than
+# this is split by the producer), and body size (a tinySSB side chain of 4 KiB is already
+# 41 chunks on LoRa).
+MAX_PREVS = 64
+MAX_BODY = 4096
+
+
+class Event:
+    """One event of an entity.
+
+    Attributes:
+        eid: 20-byte id (MID for feed entries).
+        prevs: tuple of back references (event ids).
+        raw: the full wire form (the join strategy's tie-breaker, and what is sent).
+        key: the entity the event belongs to (FID, or thread root id).
+        seq: feed sequence number (feed events) or None.
+        author: 32-byte public key of the signer.
+        ts: timestamp in ms (signed events) or None.
+        body: application bytes (signed events) or the entry's payload.
+    """
+    __slots__ = ("eid", "prevs", "raw", "key", "seq", "author", "ts", "body", "is_root")
+
+    def __init__(self, eid, prevs, raw, key, seq=None, author=None, ts=None, body=b"",
+                 is_root=False):
+        self.eid = eid
+        self.prevs = prevs
+        self.raw = raw
+        self.key = key
+        self.seq = seq
+        self.author = author
+        self.ts = ts
+        self.body = body
+        self.is_root = is_root
+
+    def __repr__(self):
+        return "Event(%s)" % self.eid.hex()[:12]
+
+
+# -- feed entries ----------------------------------------------------------------------
+
+def _nam(fid, seq, prev):
+    return DMX_PFX + fid + seq.to_bytes(4, "big") + prev
+
+
+def entry_dmx(fid, seq, prev):
+    """DMX of the entry at (fid, seq) with back reference prev (tinyssb-wire.md §3.2)."""
+    return hashlib.sha256(_nam(fid, seq, prev)).digest()[:DMX_LEN]
+
+
+def entry_mid(fid, seq, prev, pkt):
+    """MID = SHA256(NAM || PKT)[0:20]."""
+    return hashlib.sha256(_nam(fid, seq, prev) + pkt).digest()[:HASH_LEN]
+
+
+def make_entry(seed, seq, prev, payload, typ=0):
+    """Build and sign a 120-byte plain48 log entry (used by tests, benchmarks and the
+    fork tools; the node's own appends go through the core).
+
+    Args:
+        seed: 32-byte Ed25519 seed of the feed.
+        seq: sequence number (>= 1).
+        prev: 20-byte MID of seq - 1, or FID[0:20] for seq 1.
+        payload: up to 48 bytes (zero padded).
+        typ: packet type byte.
+    Returns:
+        (pkt, mid)
+    """
+    fid = crypto.publickey(seed)
+    if len(payload) > 48:
+        raise ValueError("payload > 48 bytes")
+    nam = _nam(fid, seq, prev)
+    head = hashlib.sha256(nam).digest()[:DMX_LEN] + bytes([typ]) + payload + bytes(48 - len(payload))
+    pkt = head + crypto.sign(seed, nam + head)
+    return pkt, entry_mid(fid, seq, prev, pkt)
+
+
+def feed_event_bytes(fid, seq, prev, pkt):
+    return bytes(fid) + seq.to_bytes(4, "big") + bytes(prev) + bytes(pkt)
+
+
+def parse_feed_event(raw):
+    """Validate a feed event (176 bytes) and return its Event.
+
+    Raises:
+        ClockError: "feed_event_len", "seq", "dmx" or "signature".
+    """
+    if len(raw) != FEED_EVENT_LEN:
+        raise ClockError("feed_event_len", len(raw))
+    raw = bytes(raw)
+    fid = raw[:32]
+    seq = int.from_bytes(raw[32:36], "big")
+    prev = raw[36:56]
+    pkt = raw[56:]
+    if seq < 1:
+        raise ClockError("seq", seq)
+    nam = _nam(fid, seq, prev)
+    if hashlib.sha256(nam).digest()[:DMX_LEN] != pkt[:DMX_LEN]:
+        raise ClockError("dmx")
+    if not crypto.verify(fid, nam + pkt[:56], pkt[56:]):
+        raise ClockError("signature")
+    mid = hashlib.sha256(nam + pkt).digest()[:HASH_LEN]
+    is_root = seq == 1 and prev == fid[:HASH_LEN]
+    return Event(mid, (prev,), raw, fid, seq=seq, author=fid, body=pkt[8:56], is_root=is_root)
+
+
+# -- signed events ---------------------------------------------------------------------
+
+def make_signed_event(seed, root, prevs, ts_ms, body):
+    """Build a signed event.
+
+    Args:
+        seed: author's 32-byte seed.
+        root: thread root id (20 bytes), or ZERO_ROOT for a new thread's root event.
+        prevs: back references (event ids), at most MAX_PREVS.
+        ts_ms: the author's timestamp in milliseconds.
+        body: application bytes, at most MAX_BODY.
+    Returns:
+        Event (parsed back, so it is exactly what a receiver sees).
+    """
+    if len(prevs) > MAX_PREVS or len(body) > MAX_BODY:
+        raise ClockError("too_large")
+    author = crypto.publickey(seed)
+    b = bytearray(author + bytes(root) + varint(len(prevs)))
+    for p in prevs:
+        if len(p) != HASH_LEN:
+            raise ClockError("prev_len")
+        b += p
+    b += varint(ts_ms) + varint(len(body)) + body
+    b += crypto.sign(seed, bytes(b))
+    return parse_signed_event(bytes(b))
+
+
+def parse_signed_event(raw):
+    """Validate a signed event and return its Event (key = thread root id).
+
+    Raises:
+        ClockError: malformed, "signature", or "root" (root event with back references).
+    """
+    raw = bytes(raw)
+    if len(raw) > 32 + 20 + 10 + MAX_PREVS * 20 + 10 + 10 + MAX_BODY + SIG_LEN:
+        raise ClockError("too_large", len(raw))
+    r = Reader(raw)
+    author = r.take(32, "author")
+    root = r.take(HASH_LEN, "root")
+    n = r.uint("prev count", MAX_PREVS)
+    prevs = tuple(r.take(HASH_LEN, "prev") for _ in range(n))
+    if len(set(prevs)) != n:
+        raise ClockError("dup_prev")
+    ts = r.uint("ts", (1 << 63) - 1)
+    body = r.blob("body", MAX_BODY)
+    signed_len = r.pos
+    sig = r.take(SIG_LEN, "sig")
+    r.end()
+    if not crypto.verify(author, raw[:signed_len], sig):
+        raise ClockError("signature")
+    eid = hashlib.sha256(raw).digest()[:HASH_LEN]
+    is_root = root == ZERO_ROOT
+    if is_root and prevs:
+        raise ClockError("root")
+    return Event(eid, prevs, raw, eid if is_root else root, author=author, ts=ts, body=body,
+                 is_root=is_root)
