@@ -153,7 +153,7 @@ def test_cli_reports_a_bad_scenario(capsys, tmp_path):
 
 def test_demo_mesh_step_writes_logs_and_figures(tmp_path):
     lines = []
-    r = demo.mesh_step(str(tmp_path), seed=1, say=lines.append)
+    _, r = demo.mesh_step(str(tmp_path), seed=1, say=lines.append)
     assert r["ok"] and r["converge_ms"] > r["goset_ms"] > 0
     assert 0 < r["delivery_ratio"] < 1
     assert sum(r["airtime_share"].values()) == pytest.approx(1.0)
