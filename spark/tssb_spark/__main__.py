@@ -1,0 +1,4 @@
+"""`python -m tssb_spark ...` runs the CLI."""
+from tssb_spark.cli import main
+
+main()

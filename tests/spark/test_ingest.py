@@ -1,0 +1,134 @@
+"""Ingest: schema enforcement, quarantine reasons, idempotence, v1 -> v2 evolution."""
+import json
+import os
+
+import pytest
+
+from scenario import Scenario, hexid, line
+from test_schema_contract import BAD_LINES, GOOD_LINES
+from tssb_spark import ingest, schema
+
+
+def _small(sc=None):
+    sc = sc or Scenario()
+    sc.emit("a", 0, "tx", kind="entry", length=120, airtime_ms=70.0, pkt="11" * 8)
+    sc.emit("b", 100, "rx", kind="entry", length=120, pkt="11" * 8, rssi=-90.0)
+    sc.emit("a", 86400000, "want", n=2)          # next day: another date partition
+    sc.emit("b", 200, "goset", count=1, state=hexid("a"))
+    return sc
+
+
+def test_spark_and_python_validators_agree(spark):
+    from pyspark.sql import functions as F
+    lines = [l for l, _ in BAD_LINES] + GOOD_LINES
+    df = spark.createDataFrame([(l, "mem") for l in lines], "value string, source_file string")
+    got = {r["value"]: list(r["_reasons"]) for r in
+           ingest.classify(df, schema.Catalog()).select("value", "_reasons").collect()}
+    for l, expected in BAD_LINES:
+        assert got[l] == expected, l
+        assert schema.validate_line(l, schema.Catalog())[1] == expected
+    for l in GOOD_LINES:
+        assert got[l] == [], l
+    # Typed values of a valid line survive the parse.
+    row = (ingest.classify(df, schema.Catalog()).where(F.col("value") == GOOD_LINES[2])
+           .select("v", "freq_khz", "rssi", "node").first())
+    assert (row["v"], row["freq_khz"], row["rssi"], row["node"]) == (2, 868300, -120.0, "n")
+
+
+def test_quarantine_keeps_raw_line_file_and_reason(spark, tmp_path):
+    sc = _small()
+    bad = ["garbage {", line(v=1, id="a:x:1", ts=1735689600000, node="a", event="want", n=-5),
+           line(v=1, id="a:x:2", ts=1735689600000, node="a", event="tx", kind="entry",
+                length=10, airtime_ms=1.0, colour="red"), ""]
+    src = sc.write(str(tmp_path / "in"), extra={"bad.jsonl": bad, "ignored.txt": ["nope"]})
+    lake = str(tmp_path / "lake")
+    stats = ingest.ingest(spark, src, lake, mode="batch")
+    assert stats["lines"] == 4 + 4              # 4 events, 4 bad-file lines
+    assert stats["blank"] == 1
+    assert stats["valid"] == 4 and stats["accepted"] == 4 and stats["duplicates"] == 0
+    assert stats["quarantined"] == 3 and stats["quarantined_new"] == 3
+    assert stats["reasons"] == {"unparsable": 1, "range:n": 1, "unknown_field:colour": 1}
+    q = {r["raw"]: r for r in ingest.read_quarantine(spark, lake).collect()}
+    assert set(q) == set(bad[:3])
+    assert q[bad[0]]["reason"] == "unparsable"
+    assert q[bad[1]]["reasons"] == ["range:n"]
+    assert all(r["source_file"].endswith("/in/bad.jsonl") for r in q.values())
+    ev = ingest.read_events(spark, lake)
+    assert sorted(r["id"] for r in ev.collect()) == ["a:r1:1", "a:r1:2", "b:r1:1", "b:r1:2"]
+    # Partitioned by date and node.
+    parts = sorted(os.path.relpath(d, os.path.join(lake, "events"))
+                   for d, _, files in os.walk(os.path.join(lake, "events"))
+                   if any(f.endswith(".parquet") for f in files))
+    assert parts == ["date=2025-01-01/node=a", "date=2025-01-01/node=b", "date=2025-01-02/node=a"]
+    runs = open(os.path.join(lake, "_ingest_runs.jsonl")).read().splitlines()
+    assert json.loads(runs[-1])["accepted"] == 4
+
+
+@pytest.mark.parametrize("mode", ["batch", "stream"])
+def test_reingest_adds_nothing(spark, tmp_path, mode):
+    sc = _small()
+    src = sc.write(str(tmp_path / "in"), extra={"bad.jsonl": ["oops"]})
+    # The same event twice in one file and again in another file.
+    dup = sc.all_lines()[0]
+    with open(os.path.join(src, "copy.jsonl"), "w") as f:
+        f.write(dup + "\n" + dup + "\n")
+    lake = str(tmp_path / "lake")
+    first = ingest.ingest(spark, src, lake, mode=mode)
+    assert first["accepted"] == 4 and first["duplicates"] == 2 and first["quarantined_new"] == 1
+    second = ingest.ingest(spark, src, lake, mode=mode)
+    assert second["accepted"] == 0 and second["quarantined_new"] == 0
+    if mode == "stream":
+        assert second["lines"] == 0             # the checkpoint knows the files
+    else:
+        assert second["duplicates"] == 6
+    # A fresh checkpoint (or a batch run) over the same files still adds nothing.
+    third = ingest.ingest(spark, src, lake, mode="batch" if mode == "stream" else "stream")
+    assert third["lines"] > 0 and third["accepted"] == 0 and third["quarantined_new"] == 0
+    assert ingest.read_events(spark, lake).count() == 4
+    assert ingest.read_quarantine(spark, lake).count() == 1
+
+
+def test_stream_picks_up_new_files_only(spark, tmp_path):
+    src = tmp_path / "in"
+    sc = _small()
+    sc.write(str(src))
+    lake = str(tmp_path / "lake")
+    assert ingest.ingest(spark, str(src), lake, max_files_per_trigger=1)["accepted"] == 4
+    sc2 = Scenario()
+    sc2.emit("c", 5, "want", n=1)
+    sc2.write(str(src / "later"))
+    st = ingest.ingest(spark, str(src), lake, max_files_per_trigger=1)
+    assert st["lines"] == 1 and st["accepted"] == 1 and st["batches"] == 1
+    assert ingest.read_events(spark, lake).count() == 5
+
+
+def test_schema_evolution_v1_to_v2(spark, tmp_path):
+    lake = str(tmp_path / "lake")
+    old = Scenario()
+    old.emit("a", 0, "tx", kind="entry", length=120, airtime_ms=70.0)
+    old.emit("a", 10, "tx", kind="entry", length=120, airtime_ms=70.0, freq_khz=868300)
+    ingest.ingest(spark, old.write(str(tmp_path / "old")), lake, mode="batch", max_version=1)
+    # A v1-only ingest writes no v2 column and quarantines the v2 line.
+    assert "freq_khz" not in ingest.read_events(spark, lake).columns
+    assert [r["reason"] for r in ingest.read_quarantine(spark, lake).collect()] == \
+        ["unknown_version"]
+    new = Scenario()
+    new.emit("b", 20, "rx", kind="entry", length=120, freq_khz=868100)
+    new.emit("b", 30, "rx", kind="entry", length=120)
+    st = ingest.ingest(spark, new.write(str(tmp_path / "new")), lake, mode="batch")
+    assert st["accepted"] == 2
+    rows = {r["id"]: r for r in ingest.read_events(spark, lake).collect()}
+    assert rows["a:r1:1"]["freq_khz"] is None and rows["a:r1:1"]["v"] == 1
+    assert rows["b:r1:1"]["freq_khz"] == 868100 and rows["b:r1:1"]["v"] == 2
+    assert rows["b:r1:2"]["freq_khz"] is None
+    # After the upgrade the old v2 line is accepted on re-ingest; v1 rows stay once.
+    st = ingest.ingest(spark, str(tmp_path / "old"), lake, mode="batch")
+    assert st["accepted"] == 1 and st["duplicates"] == 1
+    assert ingest.read_events(spark, lake).count() == 4
+
+
+def test_bad_arguments(spark, tmp_path):
+    with pytest.raises(ValueError):
+        ingest.ingest(spark, str(tmp_path / "missing"), str(tmp_path / "lake"))
+    with pytest.raises(ValueError):
+        ingest.ingest(spark, str(tmp_path), str(tmp_path / "lake"), mode="fast")
