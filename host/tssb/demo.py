@@ -134,11 +134,29 @@ def hosts_step(out, board_store, say=print):
             "elements_sent": res["elements_sent"], "elements_recv": res["elements_recv"]}
 
 
+def spark_step(out, say=print):
+    """Ingest every event log of the run with Spark and write the HTML report."""
+    from tssb_spark import report
+    from tssb_spark.session import get_spark
+    t0 = time.perf_counter()
+    say("spark: starting a local Spark session (local[2])")
+    spark = get_spark("local[2]", {"spark.ui.showConsoleProgress": "false",
+                                   "spark.ui.enabled": "false",
+                                   "spark.sql.shuffle.partitions": "4"})
+    spark.sparkContext.setLogLevel("ERROR")
+    path = report.build(os.path.join(out, "logs"), os.path.join(out, "report"), spark=spark,
+                        progress=lambda s: say("spark: " + s))
+    say("spark: report written in %.0f s: %s" % (time.perf_counter() - t0, path))
+    return {"ok": True, "report": path}
+
+
 def run(out="out/demo", seed=1, say=print, spark=True):
     os.makedirs(out, exist_ok=True)
     summary = {}
     sim, summary["mesh"] = mesh_step(out, seed, say)
     summary["hosts"] = hosts_step(out, sim.boards[0].store, say)
+    if spark:
+        summary["spark"] = spark_step(out, say)
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     say("demo: logs in %s, summary in %s" % (os.path.join(out, "logs"), os.path.join(out, "summary.json")))
