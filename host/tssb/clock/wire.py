@@ -1,32 +1,15 @@
 """Byte-level helpers shared by the clock codecs: unsigned LEB128 varints and a bounded
 reader that raises ClockError instead of IndexError on short or oversized input."""
+from tinyssb.bipf import varint_encode
 from tssb.clock.errors import ClockError
 
 # A varint longer than this cannot be a 64-bit value (ceil(64 / 7) = 10 bytes).
 MAX_VARINT_BYTES = 10
 
 
-def varint(n):
-    """Encode a non-negative integer as unsigned LEB128.
-
-    Args:
-        n: integer >= 0.
-    Returns:
-        bytes.
-    Raises:
-        ValueError: n is negative.
-    """
-    if n < 0:
-        raise ValueError("negative varint")
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+# Encoding is the core's (tinyssb.bipf); decoding lives in Reader.uint, which raises the
+# clock's own error type with the field name.
+varint = varint_encode
 
 
 class Reader:
