@@ -323,9 +323,10 @@ def ingest(spark, input_dir, lake, mode="stream", max_version=None,
     stats["mode"] = mode
     stats["schema_version"] = catalog.max_version
     stats["seconds"] = round(time.time() - t0, 3)
-    os.makedirs(lake, exist_ok=True)
-    with open(os.path.join(lake, "_ingest_runs.jsonl"), "a", encoding="utf-8") as f:
-        f.write(json.dumps(dict(stats, input=input_dir), sort_keys=True) + "\n")
+    if "://" not in lake:  # the run log is a local convenience; HDFS/S3 lakes skip it
+        os.makedirs(lake, exist_ok=True)
+        with open(os.path.join(lake, "_ingest_runs.jsonl"), "a", encoding="utf-8") as f:
+            f.write(json.dumps(dict(stats, input=input_dir), sort_keys=True) + "\n")
     return stats
 
 
