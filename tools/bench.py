@@ -14,7 +14,6 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "shared"))
 
-from tinyssb import entry  # noqa: E402
 from tinyssb.bus import Bus, same_stores  # noqa: E402
 from tinyssb.node import Node  # noqa: E402
 from tinyssb.store import MemStore  # noqa: E402

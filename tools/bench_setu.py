@@ -19,7 +19,6 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "host"))
 
 from tssb.setu import constants as C  # noqa: E402
-from tssb.setu import messages as M  # noqa: E402
 from tssb.setu.machine import Config, Reconciler  # noqa: E402
 from tssb.setu.setstate import ElementSet  # noqa: E402
 

@@ -8,21 +8,9 @@ from tssbfw.flashstore import StoreFull
 
 
 def crypto():
-    """The core's crypto module (PyNaCl on hosts, pure Python on boards).
-
-    Until `tinyssb.crypto` exists in the core, the pure-Python `tinyssb.ed25519` is
-    installed under that name, so Node.post/verify work on every port.
-    """
-    import tinyssb
-    try:
-        from tinyssb import crypto as c
-        return c
-    except ImportError:
-        from tinyssb import ed25519 as c
-        import sys
-        sys.modules["tinyssb.crypto"] = c
-        tinyssb.crypto = c
-        return c
+    """The core's crypto module (PyNaCl on hosts, pure Python on boards)."""
+    from tinyssb import crypto as c
+    return c
 
 
 class NodeLink:

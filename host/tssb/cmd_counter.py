@@ -1,6 +1,5 @@
 """`tssb counter ...`: the elapsed-time counter (consensus on elapsed time)."""
 from tssb.clock.service import store_db
-import os
 import time
 
 from tssb.cli import CliError

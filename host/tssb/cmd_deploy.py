@@ -8,14 +8,6 @@ from tssb.cli import CliError
 from tssb.flash import bundle, mpremote_run, ports
 
 
-def _board_names():
-    try:
-        import tssb_boards
-        return ", ".join(tssb_boards.names())
-    except ImportError:  # a stale install must not break every other command
-        return "see docs/boards.md"
-
-
 def register(subparsers):
     try:
         from tssbfw import regions
@@ -32,7 +24,7 @@ def register(subparsers):
                     "(`tssb flash`).")
     p.add_argument("--board", required=True, metavar="BOARD",
                    help="board, optionally with its radio (e.g. tbeam:sx1262); one of: "
-                        + _board_names())
+                        + ports.board_names())
     p.add_argument("--port", metavar="PORT",
                    help="serial port (default: the one USB port matching the board)")
     p.add_argument("--plan", default=default_plan, choices=plans,

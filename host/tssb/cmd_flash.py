@@ -5,14 +5,6 @@ from tssb.cli import CliError
 from tssb.flash import esptool_run, ports
 
 
-def _board_names():
-    try:
-        import tssb_boards
-        return ", ".join(tssb_boards.names())
-    except ImportError:  # a stale install must not break every other command
-        return "see docs/boards.md"
-
-
 def register(subparsers):
     p = subparsers.add_parser(
         "flash", help="write a MicroPython firmware image onto an ESP32 LoRa board (esptool)",
@@ -24,7 +16,7 @@ def register(subparsers):
                     "BOOT, tap RESET, release BOOT.")
     p.add_argument("--board", required=False, metavar="BOARD",
                    help="board, optionally with its radio (e.g. tbeam:sx1262); one of: "
-                        + _board_names())
+                        + ports.board_names())
     p.add_argument("--port", metavar="PORT",
                    help="serial port (default: the one USB port matching the board)")
     p.add_argument("--image", metavar="FILE",

@@ -1,5 +1,4 @@
 """`tssb listen`: decoded traffic of the attached board, with RSSI/SNR."""
-import asyncio
 import time
 
 from tinyssb.dmx import GOSET_DMX

@@ -18,7 +18,7 @@ deployed receiver counts chunks as ceil((L - (28-|V|)) / 100): the "28-byte rule
 from hashlib import sha256
 
 from tinyssb import bipf
-from tinyssb.dmx import DMX_LEN, entry_dmx, nam
+from tinyssb.dmx import DMX_LEN, nam
 from tinyssb.errors import WireError
 
 PKT_LEN = 120

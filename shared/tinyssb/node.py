@@ -25,7 +25,7 @@ from hashlib import sha256
 from tinyssb import entry
 from tinyssb.dmx import GOSET_DMX, chnk_dmx, want_dmx
 from tinyssb.errors import WireError
-from tinyssb.goset import CAPACITY, GOSet, GOSetFull
+from tinyssb.goset import CAPACITY, GOSet
 from tinyssb.replica import MAX_CHAIN_CHUNKS, Replica
 from tinyssb import vectors
 

@@ -5,39 +5,20 @@ A scheme has `public(seed)`, `sign(seed, msg)` and `verify(pub, msg, sig) -> boo
 """
 from hashlib import sha256, sha512
 
-import nacl.bindings
-import nacl.exceptions
+from tinyssb import crypto
 
 
 class Ed25519:
-    """Ed25519 through PyNaCl (libsodium); the secret key of a seed is cached."""
-
-    def __init__(self):
-        self._sk = {}
-
-    def _secret(self, seed):
-        sk = self._sk.get(seed)
-        if sk is None:
-            if len(self._sk) > 64:  # a host signs with a handful of keys; keep it small
-                self._sk.clear()
-            sk = nacl.bindings.crypto_sign_seed_keypair(bytes(seed))[1]
-            self._sk[bytes(seed)] = sk
-        return sk
+    """Ed25519 through the core's `tinyssb.crypto` (PyNaCl on hosts)."""
 
     def public(self, seed):
-        return self._secret(seed)[32:]
+        return crypto.publickey(bytes(seed))
 
     def sign(self, seed, msg):
-        return nacl.bindings.crypto_sign(bytes(msg), self._secret(seed))[:64]
+        return crypto.sign(bytes(seed), bytes(msg))
 
     def verify(self, pub, msg, sig):
-        if len(pub) != 32 or len(sig) != 64:
-            return False
-        try:
-            nacl.bindings.crypto_sign_open(bytes(sig) + bytes(msg), bytes(pub))
-            return True
-        except (nacl.exceptions.BadSignatureError, ValueError):
-            return False
+        return crypto.verify(bytes(pub), bytes(msg), bytes(sig))
 
 
 class KeyedHash:

@@ -1,22 +1,5 @@
-"""Ed25519 behind two functions: the core's `tinyssb.crypto` when it exists, else PyNaCl."""
-try:  # the protocol core's module (contract 6), once the lead has added it
-    from tinyssb.crypto import sign as _sign, verify as _verify, publickey as _publickey
-except ImportError:  # pragma: no cover - depends on the tree's state
-    import nacl.exceptions
-    import nacl.signing
-
-    def _sign(seed, msg):
-        return nacl.signing.SigningKey(bytes(seed)).sign(bytes(msg)).signature
-
-    def _verify(pub, msg, sig):
-        try:
-            nacl.signing.VerifyKey(bytes(pub)).verify(bytes(msg), bytes(sig))
-            return True
-        except (nacl.exceptions.BadSignatureError, ValueError):
-            return False
-
-    def _publickey(seed):
-        return bytes(nacl.signing.SigningKey(bytes(seed)).verify_key)
+"""Ed25519 for the clock protocols: the core's `tinyssb.crypto` (PyNaCl on hosts)."""
+from tinyssb.crypto import publickey as _publickey, sign as _sign, verify as _verify
 
 
 def sign(seed, msg):

@@ -16,6 +16,8 @@ Two kinds, both carrying their own proof so a receiver checks every event on arr
 """
 import hashlib
 
+from tinyssb import entry as tentry
+from tinyssb.errors import WireError
 from tssb.clock import crypto
 from tssb.clock.errors import ClockError
 from tssb.clock.wire import Reader, varint
@@ -23,9 +25,7 @@ from tssb.clock.wire import Reader, varint
 FID_LEN = 32
 HASH_LEN = 20
 PKT_LEN = 120
-DMX_LEN = 7
 SIG_LEN = 64
-DMX_PFX = b"tinyssb-v0"          # tinyssb-wire.md §2 (network key is empty)
 FEED_EVENT_LEN = FID_LEN + 4 + HASH_LEN + PKT_LEN
 ZERO_ROOT = bytes(HASH_LEN)
 # Bounds for signed events: references carried by one event (a join of more branches than
@@ -68,18 +68,9 @@ class Event:
 
 # -- feed entries ----------------------------------------------------------------------
 
-def _nam(fid, seq, prev):
-    return DMX_PFX + fid + seq.to_bytes(4, "big") + prev
-
-
-def entry_dmx(fid, seq, prev):
-    """DMX of the entry at (fid, seq) with back reference prev (tinyssb-wire.md §3.2)."""
-    return hashlib.sha256(_nam(fid, seq, prev)).digest()[:DMX_LEN]
-
-
 def entry_mid(fid, seq, prev, pkt):
     """MID = SHA256(NAM || PKT)[0:20]."""
-    return hashlib.sha256(_nam(fid, seq, prev) + pkt).digest()[:HASH_LEN]
+    return tentry.mid_of(tentry.nam(fid, seq, prev), pkt)
 
 
 def make_entry(seed, seq, prev, payload, typ=0):
@@ -96,12 +87,8 @@ def make_entry(seed, seq, prev, payload, typ=0):
         (pkt, mid)
     """
     fid = crypto.publickey(seed)
-    if len(payload) > 48:
-        raise ValueError("payload > 48 bytes")
-    nam = _nam(fid, seq, prev)
-    head = hashlib.sha256(nam).digest()[:DMX_LEN] + bytes([typ]) + payload + bytes(48 - len(payload))
-    pkt = head + crypto.sign(seed, nam + head)
-    return pkt, entry_mid(fid, seq, prev, pkt)
+    return tentry.build(fid, seq, prev, typ, tentry.plain48(payload),
+                        lambda m: crypto.sign(seed, m))
 
 
 def feed_event_bytes(fid, seq, prev, pkt):
@@ -121,14 +108,12 @@ def parse_feed_event(raw):
     seq = int.from_bytes(raw[32:36], "big")
     prev = raw[36:56]
     pkt = raw[56:]
-    if seq < 1:
+    if not 1 <= seq <= 0xFFFFFFFF:
         raise ClockError("seq", seq)
-    nam = _nam(fid, seq, prev)
-    if hashlib.sha256(nam).digest()[:DMX_LEN] != pkt[:DMX_LEN]:
-        raise ClockError("dmx")
-    if not crypto.verify(fid, nam + pkt[:56], pkt[56:]):
-        raise ClockError("signature")
-    mid = hashlib.sha256(nam + pkt).digest()[:HASH_LEN]
+    try:
+        mid = tentry.check(pkt, fid, seq, prev, crypto.verify)
+    except WireError as e:
+        raise ClockError("dmx" if e.reason == "bad_dmx" else "signature")
     is_root = seq == 1 and prev == fid[:HASH_LEN]
     return Event(mid, (prev,), raw, fid, seq=seq, author=fid, body=pkt[8:56], is_root=is_root)
 

@@ -48,3 +48,13 @@ def check_access(port):
                        % port)
     if not os.access(port, os.R_OK | os.W_OK):
         raise CliError("no permission to open %s: %s" % (port, PERMISSION_HINT))
+
+
+def board_names():
+    """Board names for --help texts ("see docs/boards.md" if the boards package is missing:
+    a stale install must not break every other command)."""
+    try:
+        import tssb_boards
+        return ", ".join(tssb_boards.names())
+    except ImportError:
+        return "see docs/boards.md"

@@ -463,6 +463,7 @@ class Reconciler:
                             % (len(pos) + len(neg), lss, rss))
         if not ok:
             self.stats["decode_failures"] += 1
+            self.stats["last_decode_failure"] = why
             self.stats["role_swaps"] += 1
             if self.stats["role_swaps"] > self.cfg.max_role_swaps:
                 raise SetuError("too many role swaps")

@@ -13,9 +13,9 @@ ElementSet in step with a store (only entries and chunks added since the last re
 hashed) and appends received entries and chunks to the store in order, holding early ones
 until their predecessors arrive; a chunk whose hash does not match is discarded.
 """
-import hashlib
-
+from tinyssb import crypto
 from tinyssb import entry as tentry
+from tinyssb.errors import WireError
 
 from .setstate import ElementSet
 
@@ -23,17 +23,12 @@ ELEMENT_TYPE = 0x7453           # "tS": our application element type for tinySSB
 ELEMENT_SIZE = 32 + 4 + 20 + 120
 CHUNK_ELEMENT_SIZE = 32 + 4 + 4 + 120
 MAX_CHUNKS = 1000               # as the core replica: longer side chains are not fetched
-_PFX = b"tinyssb-v0"
 MAX_PENDING = 100000            # received-but-not-yet-appendable elements kept in memory
-
-
-def _nam(fid, seq, prev):
-    return _PFX + fid + seq.to_bytes(4, "big") + prev
 
 
 def mid_of(fid, seq, prev, pkt):
     """Message ID of an entry (first 20 bytes of SHA-256 over NAM || PKT)."""
-    return hashlib.sha256(_nam(fid, seq, prev) + pkt).digest()[:20]
+    return tentry.mid_of(tentry.nam(fid, seq, prev), pkt)
 
 
 def make_element(fid, seq, prev, pkt):
@@ -66,19 +61,14 @@ def check_element(data):
         _, seq, cnr, _ = split_chunk_element(data)
         return seq >= 1 and cnr < MAX_CHUNKS
     try:
-        from nacl.exceptions import BadSignatureError
-        from nacl.signing import VerifyKey
         fid, seq, prev, pkt = split_element(data)
     except ValueError:
         return False
-    if seq < 1 or (seq == 1 and prev != fid[:20]):
-        return False
-    nam = _nam(fid, seq, prev)
-    if hashlib.sha256(nam).digest()[:7] != pkt[:7]:
+    if not 1 <= seq <= 0xFFFFFFFF or (seq == 1 and prev != fid[:20]):
         return False
     try:
-        VerifyKey(fid).verify(nam + pkt[:56], pkt[56:])
-    except (BadSignatureError, ValueError, TypeError):
+        tentry.check(pkt, fid, seq, prev, crypto.verify)
+    except WireError:
         return False
     return True
 

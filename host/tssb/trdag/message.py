@@ -16,10 +16,8 @@ one DAG. An element is the entry with the context that makes it checkable on its
 
 n is fixed by the entry's chain20 length field, so the element carries no count.
 """
-import nacl.bindings
-import nacl.exceptions
 
-from tinyssb import bipf, entry
+from tinyssb import bipf, crypto, entry
 from tinyssb.errors import WireError
 from tssb.trdag.errors import TrdagError
 
@@ -107,18 +105,10 @@ def decode_content(buf):
     return root, children, depth, text
 
 
-def _verify(pub, msg, sig):
-    try:
-        nacl.bindings.crypto_sign_open(sig + msg, pub)
-        return True
-    except (nacl.exceptions.BadSignatureError, ValueError):
-        return False
-
-
 def signer(seed):
     """Returns: (fid, sign) for an Ed25519 seed; sign(msg) -> 64-byte signature."""
-    pub, sk = nacl.bindings.crypto_sign_seed_keypair(bytes(seed))
-    return pub, lambda msg: nacl.bindings.crypto_sign(msg, sk)[:64]
+    seed = bytes(seed)
+    return crypto.publickey(seed), lambda msg: crypto.sign(seed, msg)
 
 
 def create(author, root, children, depth, text):
@@ -155,7 +145,7 @@ def parse_element(buf):
     if seq < 1:
         raise TrdagError("bad_message", "seq 0")
     try:
-        mid = entry.check(pkt, fid, seq, prev, _verify)
+        mid = entry.check(pkt, fid, seq, prev, crypto.verify)
         if pkt[7] != entry.CHAIN20:
             raise TrdagError("bad_message", "not a chain20 entry")
         info = entry.chain_info(pkt)
