@@ -90,16 +90,27 @@ def plot_airtime(rows, path):
         return False
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4))
-    for node in sorted({r["node"] for r in rows}):
-        pts = sorted((r["hour"], r["duty_cycle"] * 100) for r in rows if r["node"] == node)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=node)
+    nodes = sorted({r["node"] for r in rows})
+    hours = sorted({r["hour"] for r in rows})
+    if len(hours) == 1:
+        # one hour of data (a short run): a time axis would autoscale to years around
+        # a single point, so show one bar per node instead
+        duty = {r["node"]: r["duty_cycle"] * 100 for r in rows}
+        ax.bar(nodes, [duty[n] for n in nodes])
+        ax.set_xlabel("node")
+        ax.set_title("Airtime per node, hour %s UTC" % hours[0])
+        ax.tick_params(axis="x", labelrotation=90)
+    else:
+        for node in nodes:
+            pts = sorted((r["hour"], r["duty_cycle"] * 100) for r in rows if r["node"] == node)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=node)
+        ax.set_xlabel("hour (UTC)")
+        ax.set_title("Airtime per node and hour")
+        ax.legend(fontsize="small", ncol=2)
+        fig.autofmt_xdate()
     for lim in DUTY_LINES:
         ax.axhline(lim * 100, linestyle="--", color="grey", linewidth=0.8)
     ax.set_ylabel("duty cycle (% of hour)")
-    ax.set_xlabel("hour (UTC)")
-    ax.set_title("Airtime per node and hour")
-    ax.legend(fontsize="small", ncol=2)
-    fig.autofmt_xdate()
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return True
