@@ -1,10 +1,13 @@
 """`tssb clock status` and `tssb clock sync --peer HOST:PORT` (Bloom-clock sync)."""
 import asyncio
 import os
+import time
 
 from tssb.clock.service import store_db
 
 from tssb.cli import CliError
+
+DEFAULT_TIMEOUT = 120.0   # seconds for one whole sync (connect, handshake, all rounds)
 
 
 def _ctx(args):
@@ -16,82 +19,214 @@ def _ctx(args):
     return Context.open(home)
 
 
+def _short(b, n=16):
+    return bytes(b).hex()[:n]
+
+
+def _when(ts_ms):
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts_ms / 1000))
+    except (OverflowError, OSError, ValueError):
+        return "ts=%d" % ts_ms
+
+
+def _check_params(args):
+    from tssb.clock.bloom import check_params
+    from tssb.clock.errors import ClockError
+    try:
+        check_params(args.n, args.k)
+    except ClockError:
+        raise CliError("--n and --k out of range (got %d, %d)" % (args.n, args.k))
+
+
 def cmd_status(args):
+    from tssb.clock import events as E
+    from tssb.clock import forks
+    from tssb.clock.errors import ClockError
     from tssb.clock.repo import FeedRepo
     from tssb.clock.sync import SyncMachine
+    _check_params(args)
     ctx = _ctx(args)
-    repo = FeedRepo(ctx.store, store_db(ctx.store), args.n, args.k)
-    m = SyncMachine(repo, "feeds", n=args.n, k=args.k)
-    m._set_scope(repo.keys())
-    print("feeds: %d  digest: %s" % (len(m.dags), m.digest().hex()))
-    for key in sorted(m.dags):
-        d = m.dags[key]
-        print("  %s  events=%d tips=%d stamp_sum=%d digest=%s" % (
-            key.hex()[:16], len(d), len(d.tips()), d.stamp().total(), d.digest().hex()[:16]))
-    for fid, seq, _ in repo.forks():
-        print("  fork: feed %s seq %d (proof stored)" % (fid.hex()[:16], seq))
+    try:
+        repo = FeedRepo(ctx.store, store_db(ctx.store), args.n, args.k)
+        m = SyncMachine(repo, "feeds", n=args.n, k=args.k)
+        m._set_scope(repo.keys())
+        print("feeds: %d  digest: %s" % (len(m.dags), m.digest().hex()))
+        for key in sorted(m.dags):
+            d = m.dags[key]
+            print("  %s  events=%d tips=%d stamp_sum=%d digest=%s%s" % (
+                _short(key), len(d), len(d.tips()), d.stamp().total(), _short(d.digest()),
+                "  FORKED" if len(d.tips()) > 1 else ""))
+        rows = repo.forks()
+        print("forks: %d proof(s)" % len(rows))
+        for fid, seq, proof in rows:
+            a, b = proof[:E.FEED_EVENT_LEN], proof[E.FEED_EVENT_LEN:]
+            print("  feed %s seq %d: two signed entries, MIDs %s / %s" % (
+                _short(fid), seq, _short(E.parse_feed_event(a).eid, 12),
+                _short(E.parse_feed_event(b).eid, 12)))
+        rows = repo.joins()
+        print("joins: %d" % len(rows))
+        for fid, resolver, _, ts, agreed, raw in rows:
+            who = "us" if resolver == ctx.identity.public else \
+                "feed owner" if resolver == fid else "peer"
+            try:
+                j = forks.parse_join(raw)
+            except ClockError as e:
+                print("  feed %s resolver %s (%s): invalid join (%s)" % (
+                    _short(fid), _short(resolver), who, e.reason))
+                continue
+            dag = m.dags.get(fid)
+            agrees = "feed not replicated" if dag is None else \
+                "yes" if forks.check_join(j, dag) else "no"
+            print("  feed %s resolver %s (%s) %s: %d tips [%s], %d proof(s), "
+                  "agrees-with-us: %s%s" % (
+                      _short(fid), _short(resolver), who, _when(ts), len(j.tips),
+                      ", ".join(_short(t, 12) for t in j.tips), len(j.proofs), agrees,
+                      "" if agreed else " (disagreed when received)"))
+    finally:
+        ctx.close()
     return 0
 
 
-def cmd_sync(args):
+def _peer_addr(text):
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CliError("--peer must be HOST:PORT, got %r" % text)
+    return host.strip("[]"), int(port)
+
+
+async def sync_with(ctx, host, port, peer, mode, key, n, k, timeout=DEFAULT_TIMEOUT):
+    """One clock sync as the initiator over a secure session.
+
+    Args:
+        ctx: tssb.context.Context; its identity signs our joins of forked feeds.
+        host, port, peer: the server's address and 32-byte public key.
+        mode, key: "feeds" / "threads", or "entity" with the feed ID in key.
+        n, k: Bloom clock parameters.
+        timeout: seconds for the whole sync.
+    Returns:
+        the driver's summary dict.
+    Raises:
+        OSError, asyncio.TimeoutError, tssb.session.ProtocolError / StreamRefused,
+        tssb.channel.ChannelClosed: no session or stream.
+    """
+    from tssb import session
     from tssb.clock.driver import run_sync
     from tssb.clock.service import repo_for
     from tssb.clock.sync import SyncMachine
-    host, _, port = args.peer.rpartition(":")
-    if not host or not port.isdigit():
-        raise CliError("--peer must be HOST:PORT")
+
+    async def go():
+        s = await session.connect(host, port, ctx, peer=peer)
+        try:
+            ch = await s.open_stream("clock")
+            m = SyncMachine(repo_for(ctx, mode, n, k), mode, key=key, n=n, k=k,
+                            signer=ctx.identity.seed)
+            return await run_sync(ch, m, events=ctx.events, peer=s.peer)
+        finally:
+            await s.close()
+    return await asyncio.wait_for(go(), timeout)
+
+
+def cmd_sync(args):
+    host, port = _peer_addr(args.peer)
     key = None
     if args.feed:
         try:
             key = bytes.fromhex(args.feed)
         except ValueError:
-            raise CliError("--feed must be a hex feed ID")
+            key = b""
+        if len(key) != 32:
+            raise CliError("--feed must be a feed ID of 64 hex digits")
     mode = "entity" if key else args.mode
-    ctx = _ctx(args)
+    if key and args.mode != "feeds":
+        raise CliError("--feed syncs one feed; it cannot be combined with --mode %s" % args.mode)
+    if not args.timeout > 0:
+        raise CliError("--timeout must be positive")
+    _check_params(args)
     try:
         from tssb import session
+        from tssb.channel import ChannelClosed
     except ImportError:
         raise CliError("secure sessions (tssb.session) are not available in this build")
+    ctx = _ctx(args)
+    try:
+        peer = ctx.store.peer_by_addr("%s:%d" % (host, port))
+        if peer is None:
+            raise CliError("no peer known at %s:%d; add it with `tssb peer add KEY --addr %s:%d`"
+                           % (host, port, host, port))
 
-    async def main():
-        s = await session.connect(host, int(port), ctx)
+        def failed(reason, text):
+            ctx.events.emit("sync_done", proto="clock", peer=peer.hex(), ok=False, mode=mode,
+                            reason=reason)
+            return CliError("clock sync with %s failed: %s" % (args.peer, text), status=1)
+
+        print("clock sync (%s) with %s ..." % (mode, args.peer))
         try:
-            ch = await s.open_stream("clock")
-            m = SyncMachine(repo_for(ctx, mode, args.n, args.k), mode, key=key, n=args.n, k=args.k)
-            print("clock sync (%s) with %s ..." % (mode, args.peer))
-            return await run_sync(ch, m, events=ctx.events)
-        finally:
-            await s.close()
-    summary = asyncio.run(main())
+            summary = asyncio.run(sync_with(ctx, host, port, peer, mode, key, args.n, args.k,
+                                            args.timeout))
+        except session.ProtocolError as e:
+            raise failed("handshake refused", "%s (is our key in its peers list, and do we "
+                         "share its network key?)" % e)
+        except session.StreamRefused as e:
+            raise failed("stream refused", "the peer refused the clock stream: %s" % e)
+        except ChannelClosed as e:
+            raise failed("closed", "session closed: %s" % e)
+        except asyncio.TimeoutError:
+            raise failed("timeout", "no result within %g s" % args.timeout)
+        except OSError as e:
+            raise CliError("cannot reach %s: %s" % (args.peer, e), status=1)
+    finally:
+        ctx.close()
     print("ok=%s rounds=%d sent=%dB recv=%dB events sent=%d recv=%d%s" % (
         summary["ok"], summary["rounds"], summary["bytes_sent"], summary["bytes_recv"],
         summary["elements_sent"], summary["elements_recv"],
         "" if summary["ok"] else " reason=" + str(summary["reason"])))
+    if summary["forks_found"] or summary["joins_made"] or summary["joins_sent"] or \
+            summary["joins_recv"]:
+        print("forks: %d new fork proof(s); joins: %d made, %d sent, %d received "
+              "(see `tssb clock status`)" % (summary["forks_found"], summary["joins_made"],
+                                             summary["joins_sent"], summary["joins_recv"]))
     return 0 if summary["ok"] else 1
 
 
 def _common(p):
     from tssb.clock.bloom import DEFAULT_K, DEFAULT_N
     p.add_argument("--home", help="data directory (default $TSSB_HOME or ~/.tssb)")
-    p.add_argument("--n", type=int, default=DEFAULT_N, help="Bloom clock cells N (default %(default)s)")
-    p.add_argument("--k", type=int, default=DEFAULT_K, help="indices per event k (default %(default)s)")
+    p.add_argument("--n", type=int, default=DEFAULT_N,
+                   help="Bloom clock cells N (default %(default)s; both peers must agree)")
+    p.add_argument("--k", type=int, default=DEFAULT_K,
+                   help="indices per event k (default %(default)s; both peers must agree)")
 
 
 def register(subparsers):
     p = subparsers.add_parser("clock", help="Bloom-clock status and sync of feeds",
                               description="Bloom clocks over the local feeds: show stamps, "
-                                          "version digests and forks; sync with a peer host.")
+                                          "version digests, forks and joins; sync with a "
+                                          "peer host.")
     sub = p.add_subparsers(dest="clock_cmd", metavar="ACTION")
-    st = sub.add_parser("status", help="stamps, version digests and known forks of local feeds")
+    st = sub.add_parser("status",
+                        help="stamps, version digests, fork proofs and joins of local feeds",
+                        description="Per feed: events, tips, stamp and digest (FORKED when it has "
+                                    "several tips); then the stored fork proofs and the joins "
+                                    "(resolver, branch tips, whether the join matches our copy).")
     _common(st)
     st.set_defaults(func=cmd_status)
-    sy = sub.add_parser("sync", help="bring a peer and us to the same feeds (clock protocol)",
-                        description="Common-feed sync (default) or thread sync over a secure "
-                                    "session; --feed syncs one feed (fork resolution protocol).")
+    sy = sub.add_parser(
+        "sync", help="bring a peer and us to the same feeds (clock protocol)",
+        description="Open a secure session to a peer running `tssb serve` (its key must be in "
+                    "our peers list with this address, ours in its list, same network key) and "
+                    "sync with Bloom clocks: the feeds both replicate (default), the threads both "
+                    "follow (--mode threads), or one feed (--feed). When a common feed is forked, "
+                    "both sides keep every branch, store a fork proof, sign a join of the feed "
+                    "and exchange joins, so later peers (and the owner) learn of the fork. "
+                    "Exit status 0 when both ends agree, 1 when the sync failed.")
     sy.add_argument("--peer", required=True, metavar="HOST:PORT", help="peer running `tssb serve`")
     sy.add_argument("--mode", choices=["feeds", "threads"], default="feeds",
                     help="what to sync (default %(default)s)")
-    sy.add_argument("--feed", metavar="FID_HEX", help="sync only this feed")
+    sy.add_argument("--feed", metavar="FID_HEX",
+                    help="sync only this feed (fork resolution protocol)")
+    sy.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                    help="seconds for the whole sync (default %(default)g)")
     _common(sy)
     sy.set_defaults(func=cmd_sync)
     p.set_defaults(func=lambda a: p.print_help() or 2)

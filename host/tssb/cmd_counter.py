@@ -1,29 +1,42 @@
 """`tssb counter ...`: the elapsed-time counter (consensus on elapsed time)."""
-from tssb.clock.service import store_db
 import time
 
 from tssb.cli import CliError
+from tssb.clock.service import store_db
+
+
+def _now():
+    return int(time.time() * 1000)
+
+
+def _when(ms):
+    return "%s.%03d" % (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms // 1000)), ms % 1000)
+
+
+def _rule(e):
+    """A refusal in words: the reason, the rule behind it and any hint."""
+    from tssb.clock import counter as C
+    reason = getattr(e, "reason", str(e))
+    text = "%s (%s)" % (reason, C.RULES[reason]) if reason in C.RULES else reason
+    return text + (": %s" % e.detail if getattr(e, "detail", None) else "")
+
+
+def _repo(ctx):
+    from tssb.clock.repo import ThreadRepo
+    return ThreadRepo(store_db(ctx.store), 128, 4)
 
 
 def _state(ctx, root_hex):
-    from tssb.clock import counter as C
-    from tssb.clock.repo import ThreadRepo
     try:
         root = bytes.fromhex(root_hex)
     except ValueError:
         raise CliError("counter id must be hex")
-    repo = ThreadRepo(store_db(ctx.store), 128, 4)
-    dag = repo.load(root)
-    if root not in dag.events:
+    repo = _repo(ctx)
+    st = repo.counter(root)
+    if st is None:
         raise CliError("unknown counter %s" % root_hex)
-    st = C.CounterState(dag.events[root])
-    now = int(time.time() * 1000)
-    for eid in dag.order():
-        if eid != root:
-            try:
-                st.ingest(dag.events[eid], now)
-            except Exception as e:  # a rejected message: report and go on
-                print("rejected %s: %s" % (eid.hex()[:12], e))
+    for ev, e in repo.rejected(root):   # stored before verification existed, or tampered
+        print("rejected stored message %s: %s" % (ev.eid.hex()[:12], _rule(e)))
     return repo, st
 
 
@@ -34,63 +47,92 @@ def _ctx(args):
 
 def cmd_init(args):
     from tssb.clock import counter as C
-    from tssb.clock.repo import ThreadRepo
+    from tssb.clock.errors import ClockError
     ctx = _ctx(args)
-    p = C.Params(args.n, args.k, args.max_range, args.delay_ms, args.ratio, args.links)
-    ev = C.initiate(ctx.identity.seed, p, int(time.time() * 1000))
-    ThreadRepo(store_db(ctx.store), 128, 4).post(ev)
+    try:
+        p = C.Params(args.n, args.k, args.max_range, args.delay_ms, args.ratio, args.links)
+    except ClockError as e:
+        raise CliError("bad counter parameters (%s)" % e)
+    ev = C.initiate(ctx.identity.seed, p, _now())
+    _repo(ctx).post(ev)
     print(ev.eid.hex())
     return 0
 
 
 def cmd_join(args):
     from tssb.clock import counter as C
+    from tssb.clock.errors import ClockError
     ctx = _ctx(args)
     repo, st = _state(ctx, args.counter)
     refs = st.top() or [st.root]
-    repo.post(C.participate(ctx.identity.seed, st.root, refs, int(time.time() * 1000), not args.leave))
+    try:
+        fate = repo.post(C.participate(ctx.identity.seed, st.root, refs, _now(), not args.leave))
+    except ClockError as e:
+        raise CliError("refused: %s" % _rule(e))
     print("left" if args.leave else "participating")
+    if fate == "held":
+        print("held back (Rule 2 temporary block: we are a designated incrementer past %s); "
+              "propagated once the next increment is in" % _when(st.min_next_ts()))
     return 0
 
 
 def cmd_show(args):
+    from tssb.clock import counter as C
     ctx = _ctx(args)
-    _, st = _state(ctx, args.counter)
+    repo, st = _state(ctx, args.counter)
     me = ctx.identity.public
-    print("counter=%d increments=%d participants=%d blocked=%d next>=%d" % (
-        st.value(), len(st.increments), sum(st.participants.values()), len(st.blocked),
+    blocked = repo.blocked(st.root)
+    held = repo.held(st.root)
+    print("counter=%d increments=%d participants=%d blocked=%d held=%d next>=%d" % (
+        st.value(), len(st.increments), sum(st.participants.values()), len(blocked), len(held),
         st.min_next_ts()))
     print("designated next: %s" % ("yes" if any(me in st.designated(e) for e in (st.top() or [st.root])) else "no"))
+    for author, reason, eid, ts in blocked:
+        print("blocked %s reason=%s (%s) event=%s at %s" % (
+            author.hex(), reason, C.RULES.get(reason, "?"), eid.hex()[:12] if eid else "-", _when(ts)))
+    for ev in held:
+        print("held %s from %s ts=%s (Rule 2 temporary block)" % (
+            ev.eid.hex()[:12], ev.author.hex()[:16], _when(ev.ts)))
     return 0
 
 
 def cmd_increment(args):
     from tssb.clock import counter as C
-    from tssb.clock import crypto
+    from tssb.clock.errors import ClockError, CounterError
     ctx = _ctx(args)
     repo, st = _state(ctx, args.counter)
-    me = crypto.publickey(ctx.identity.seed)
-    refs = [e for e in (st.top() or [st.root]) if me in st.designated(e)]
-    if not refs:
-        raise CliError("SELECT does not designate this feed for the next increment")
+    me = ctx.identity.public
+    try:   # the rules that waiting cannot fix, before we spend T building the chain
+        refs, earliest = st.plan(me, _now())
+    except CounterError as e:
+        raise CliError("refused: %s" % _rule(e))
     p = st.params
-    start = max(int(time.time() * 1000), max(st.msgs[r].ts for r in refs))
+    start = max(_now(), max(st.msgs[r].ts for r in refs))
     gap = max(1, p.delay_ms // p.links)
+    chain_end = start + (p.links - 1) * gap
+    if earliest > chain_end and not args.wait:
+        raise CliError("refused: too_early (%s): allowed from %s (in %d s); rerun then or use "
+                       "--wait" % (C.RULES["too_early"], _when(earliest),
+                                   max(1, (earliest - _now() + 999) // 1000)))
+    print("designated; earliest timestamp %s; building the hash chain (%d links, ~%d s)" % (
+        _when(earliest), p.links, (chain_end - start) // 1000), flush=True)
     stamps = []
+    target = start
     for i in range(p.links):   # the hash chain: one link per gap, real waiting
-        target = start + i * gap
-        while int(time.time() * 1000) < target:
-            time.sleep(min(0.2, (target - int(time.time() * 1000)) / 1000.0))
-        stamps.append(max(target, int(time.time() * 1000)))
+        while _now() < target:
+            time.sleep(min(0.2, (target - _now()) / 1000.0))
+        stamps.append(max(target, _now()))
+        target = stamps[-1] + gap   # from the link taken: oversleeping must not shrink a gap
         print("chain link %d/%d" % (i + 1, p.links), flush=True)
-    ts = max(stamps[-1], max(st.msgs[r].ts for r in refs) + p.delay_ms,
-             st.init.ts + (st.expected_stamp(refs, me).value()) * p.delay_ms)
-    while int(time.time() * 1000) < ts:
-        time.sleep(0.05)
+    ts = max(stamps[-1], earliest)
+    while _now() < ts:
+        time.sleep(min(0.2, (ts - _now()) / 1000.0))
     ev = C.make_increment(ctx.identity.seed, st, refs, stamps, ts)
-    st.ingest(ev, int(time.time() * 1000))   # our own rules first
-    repo.post(ev)
-    print("counter now %d (%s)" % (st.value(), ev.eid.hex()))
+    try:
+        repo.post(ev)   # verified against the rules first; a refusal stores nothing
+    except ClockError as e:
+        raise CliError("refused: %s" % _rule(e))
+    print("counter now %d (%s)" % (repo.counter(st.root).value(), ev.eid.hex()))
     return 0
 
 
@@ -110,11 +152,16 @@ def register(subparsers):
     i.add_argument("--links", type=int, default=6, help="hash-chain links (default %(default)s)")
     i.set_defaults(func=cmd_init)
     for name, fn, hlp in (("join", cmd_join, "commit to participate (--leave to stop)"),
-                          ("show", cmd_show, "counter value and whether we are designated"),
-                          ("increment", cmd_increment, "wait out the delay, then increment")):
+                          ("show", cmd_show, "counter value, whether we are designated, "
+                                             "blocked authors and held messages"),
+                          ("increment", cmd_increment, "check the rules, wait out the delay, "
+                                                       "then increment")):
         s = sub.add_parser(name, help=hlp)
         s.add_argument("counter", help="counter id (hex)")
         if name == "join":
             s.add_argument("--leave", action="store_true", help="stop participating")
+        if name == "increment":
+            s.add_argument("--wait", action="store_true",
+                           help="wait when the minimum delay ends after the hash chain would")
         s.set_defaults(func=fn)
     p.set_defaults(func=lambda a: p.print_help() or 2)

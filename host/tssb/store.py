@@ -137,6 +137,13 @@ class Store:
             if self._depth == 0:
                 self._db.execute("COMMIT")
 
+    @property
+    def db(self):
+        """The sqlite3 connection, for modules that keep their own tables in this database
+        (e.g. `tssb.clock`). It runs in autocommit mode (isolation_level=None): each
+        statement commits unless inside `transaction()`."""
+        return self._db
+
     def _q(self, sql, args=()):
         with self._lock:
             return self._db.execute(sql, args).fetchall()

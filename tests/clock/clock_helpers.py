@@ -53,10 +53,11 @@ def thread_repo(n=128, k=4):
     return ThreadRepo(sqlite3.connect(":memory:"), n, k)
 
 
-def sync(repo_a, repo_b, mode="feeds", key=None, **kw):
-    """Run both ends over a memory pair; returns (summary_a, summary_b, ma, mb)."""
-    ma = SyncMachine(repo_a, mode, key=key, **kw)
-    mb = SyncMachine(repo_b, mode, key=key if mode != "entity" else None, **kw)
+def sync(repo_a, repo_b, mode="feeds", key=None, signers=(None, None), **kw):
+    """Run both ends over a memory pair; returns (summary_a, summary_b, ma, mb).
+    `signers`: the seeds that sign each end's joins of forked feeds."""
+    ma = SyncMachine(repo_a, mode, key=key, signer=signers[0], **kw)
+    mb = SyncMachine(repo_b, mode, key=key if mode != "entity" else None, signer=signers[1], **kw)
 
     async def main():
         ca, cb = memory_pair()

@@ -185,3 +185,206 @@ def test_held_designated_incrementer():
     assert st.held(pub, T0 + T + 1) and not st.held(pub, T0 + T - 1)
     other = chosen(st, init.eid, ss, want=False)
     assert not st.held(crypto.publickey(other), T0 + 10 * T)
+
+
+# -- participation by timestamp, temporary hold, plans ------------------------------------
+
+def test_participation_read_by_timestamp_not_arrival_order():
+    ss, init, st = setup()
+    s = ss[0]
+    leave = C.participate(s, init.eid, [init.eid], T0 + 500, active=False)
+    back = C.participate(s, init.eid, [init.eid], T0 + 900, active=True)
+    a, b = C.CounterState(init), C.CounterState(init)
+    for x in list(st.msgs.values())[1:]:
+        a.ingest(x, None)
+        b.ingest(x, None)
+    a.ingest(leave, None)
+    a.ingest(back, None)
+    b.ingest(back, None)
+    b.ingest(leave, None)
+    pub = crypto.publickey(s)
+    for x in (a, b):
+        assert x.participant_at(pub, T0 + 100) and not x.participant_at(pub, T0 + 600)
+        assert x.participant_at(pub, T0 + 900) and x.participants[pub]
+
+
+def test_increment_after_leaving_is_not_participant():
+    ss, init, st = setup()
+    s = chosen(st, init.eid, ss)
+    st.ingest(C.participate(s, init.eid, [init.eid], T0 + 500, active=False), None)
+    ev = C.make_increment(s, st, [init.eid], chain(T0 + 1), T0 + T + 5)
+    expect_block(st, ev, T0 + 2 * T, "not_participant")
+
+
+def test_missing_join_waits_unless_final():
+    ss, init, _ = setup()
+    st = C.CounterState(init)
+    s = None
+    for cand in ss:
+        if C.select(st.hashes[init.eid], crypto.publickey(cand), 2):
+            s = cand
+            break
+    ev = C.make_increment(s, st, [init.eid], chain(T0 + 1), T0 + T + 5)
+    with pytest.raises(ClockError) as ei:
+        st.ingest(ev, T0 + 2 * T, final=False)
+    assert ei.value.reason == "unknown_participant" and not st.blocked
+    st.ingest(C.participate(s, init.eid, [init.eid], T0 + 1), None)
+    assert st.ingest(ev, T0 + 2 * T, final=False) == "increment"
+
+
+def test_check_verifies_without_recording_or_blocking():
+    ss, init, st = setup()
+    bad = C.make_increment(chosen(st, init.eid, ss, want=False), st, [init.eid], chain(T0 + 1),
+                           T0 + T + 5)
+    with pytest.raises(CounterError) as ei:
+        st.check(bad, T0 + 2 * T)
+    assert ei.value.reason == "not_selected" and ei.value.author == bad.author
+    assert not st.blocked and bad.eid not in st.msgs
+    good = C.make_increment(chosen(st, init.eid, ss), st, [init.eid], chain(T0 + 1), T0 + T + 5)
+    assert st.check(good, T0 + 2 * T) == "increment" and good.eid not in st.msgs
+
+
+def test_holds_spares_increments_and_late_joiners():
+    ss, init, st = setup()
+    s = chosen(st, init.eid, ss)
+    late = C.participate(s, init.eid, [init.eid], T0 + T + 1)
+    early = C.participate(s, init.eid, [init.eid], T0 + T - 1)
+    assert st.holds(late) and not st.holds(early)
+    inc = C.make_increment(s, st, [init.eid], chain(T0 + 1), T0 + T + 5)
+    assert not st.holds(inc)                       # the designated increment must travel
+    newcomer = hashlib.sha256(b"newcomer").digest()
+    st.ingest(C.participate(newcomer, init.eid, [init.eid], T0 + T + 2), None)
+    # designated or not, it joined after the earliest next increment: never held for it
+    assert not st.held(crypto.publickey(newcomer), T0 + 5 * T)
+    st.ingest(inc, T0 + 2 * T)                      # frontier moves: the hold is re-read
+    assert not st.holds(late)
+
+
+def test_plan_names_the_rule():
+    ss, init, st = setup(max_range=0)
+    outsider = hashlib.sha256(b"nobody").digest()
+    for seed, reason in ((outsider, "not_participant"),
+                         (chosen(st, init.eid, ss, want=False), "not_selected"),
+                         (chosen(st, init.eid, ss), "range")):
+        with pytest.raises(CounterError) as ei:
+            st.plan(crypto.publickey(seed), T0 + 100)
+        assert ei.value.reason == reason and reason in C.RULES
+    ss, init, st = setup()
+    s = chosen(st, init.eid, ss)
+    refs, earliest = st.plan(crypto.publickey(s), T0 + 100)
+    assert refs == [init.eid] and earliest == T0 + T
+    st.blocked[crypto.publickey(s)] = "bad_chain"
+    with pytest.raises(CounterError) as ei:
+        st.plan(crypto.publickey(s), T0 + 100)
+    assert ei.value.reason == "blocked"
+
+
+# -- persistence ---------------------------------------------------------------------------
+
+def _repo(path):
+    import sqlite3
+    from tssb.clock.repo import ThreadRepo
+    return ThreadRepo(sqlite3.connect(path), 128, 4)
+
+
+def test_blocks_persist_across_reopening(tmp_path):
+    ss, init, st = setup()
+    path = str(tmp_path / "c.db")
+    r = _repo(path)
+    for x in st.msgs.values():
+        r.post(x)
+    bad = C.make_increment(chosen(st, init.eid, ss, want=False), st, [init.eid], chain(T0 + 1),
+                           T0 + T + 5)
+    with pytest.raises(ClockError) as ei:
+        r.admit(bad)
+    assert ei.value.reason == "rejected:not_selected"
+    r.db.close()
+    r = _repo(path)
+    assert r.counter(init.eid).blocked == {bad.author: "not_selected"}
+    (author, reason, eid, ts), = r.blocked(init.eid)
+    assert (author, reason, eid) == (bad.author, "not_selected", bad.eid) and ts > 0
+    later = C.participate(_seed_of(bad.author), init.eid, [init.eid], T0 + 2 * T)
+    with pytest.raises(ClockError) as ei:
+        r.admit(later)
+    assert ei.value.reason == "rejected:blocked"
+    assert r.blocked(b"\x00" * 20) == []           # per counter
+
+
+def test_stored_invalid_message_rejected_on_rebuild(tmp_path):
+    """A message stored unverified (older data) is left out and its author blocked."""
+    ss, init, st = setup()
+    r = _repo(str(tmp_path / "c.db"))
+    for x in st.msgs.values():
+        r.post(x)
+    bad = C.make_increment(chosen(st, init.eid, ss, want=False), st, [init.eid], chain(T0 + 1),
+                           T0 + T + 5)
+    r._insert(bad)                                  # as an unverifying version would have
+    assert r.counter(init.eid).blocked == {bad.author: "not_selected"}
+    assert bad.eid not in r.load(init.eid) and [e.eid for e, _ in r.rejected(init.eid)] == [bad.eid]
+
+
+def test_old_blocked_table_layout_replaced(tmp_path):
+    import sqlite3
+    path = str(tmp_path / "old.db")
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE clock_blocked (author BLOB PRIMARY KEY, reason TEXT NOT NULL, eid BLOB)")
+    db.commit()
+    r = _repo(path)
+    cols = [c[1] for c in r.db.execute("PRAGMA table_info(clock_blocked)")]
+    assert cols[:2] == ["root", "author"] and "ts" in cols
+
+
+# -- `tssb counter` --------------------------------------------------------------------------
+
+def _tssb(capsys, home, *argv):
+    from tssb import cli
+    with pytest.raises(SystemExit) as e:
+        cli.main(["counter", "--home", home] + list(argv))
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def test_cli_increment_refusals_and_show_lists_blocks(tmp_path, capsys):
+    home = str(tmp_path / "h")
+    code, out, _ = _tssb(capsys, home, "init", "--delay-ms", "3600000", "--ratio", "1")
+    assert code == 0
+    root = out.split()[0]
+    code, _, err = _tssb(capsys, home, "increment", root)
+    assert code == 2 and "not_participant (Rule 1" in err
+    assert _tssb(capsys, home, "join", root)[0] == 0
+    # R = 1 designates everyone, but T = 1 h after the Initiate has not passed: refused
+    # before building the chain, saying when it becomes allowed.
+    code, _, err = _tssb(capsys, home, "increment", root)
+    assert code == 2 and "too_early (Rule 1/2: minimum delay" in err and "allowed from" in err
+    # an offender's increment reaches us: blocked, and `show` says so after reopening
+    from tssb.context import Context
+    ctx = Context.open(home)
+    r = _repo_ctx(ctx)
+    st = r.counter(bytes.fromhex(root))
+    off = hashlib.sha256(b"offender").digest()
+    r.admit(C.participate(off, st.root, [st.root], st.init.ts + 1))
+    r.save(C.participate(off, st.root, [st.root], st.init.ts + 1))
+    with pytest.raises(ClockError):
+        r.admit(C.make_increment(off, r.counter(st.root), [st.root], [st.init.ts + 1] * LINKS,
+                                 st.init.ts + 1))
+    ctx.close()
+    code, out, _ = _tssb(capsys, home, "show", root)
+    assert code == 0 and "blocked=1" in out
+    assert "blocked %s reason=" % crypto.publickey(off).hex() in out
+
+
+def _repo_ctx(ctx):
+    from tssb.clock.repo import ThreadRepo
+    from tssb.clock.service import store_db
+    return ThreadRepo(store_db(ctx.store), 128, 4)
+
+
+def test_cli_increment_succeeds_after_waiting(tmp_path, capsys):
+    home = str(tmp_path / "h")
+    root = _tssb(capsys, home, "init", "--delay-ms", "40", "--links", "2", "--ratio", "1")[1].split()[0]
+    assert _tssb(capsys, home, "join", root)[0] == 0
+    code, out, err = _tssb(capsys, home, "increment", root, "--wait")
+    assert code == 0, err
+    assert "counter now 1" in out
+    code, out, _ = _tssb(capsys, home, "show", root)
+    assert "counter=1 increments=1 participants=1 blocked=0" in out

@@ -203,3 +203,15 @@ def test_context_creates_identity_network_key_and_event_log(tmp_path):
     other.close()
     with pytest.raises(FileNotFoundError):
         Context.open(str(tmp_path / "none"), create=False)
+
+
+def test_db_property_is_the_connection_and_read_only(st, tmp_path):
+    st.db.execute("CREATE TABLE extra (x INTEGER)")
+    st.db.execute("INSERT INTO extra VALUES (5)")                 # autocommit: visible to others
+    other = open_store(str(tmp_path))
+    assert other.db.execute("SELECT x FROM extra").fetchall() == [(5,)]
+    other.close()
+    with pytest.raises(AttributeError):
+        st.db = None
+    st.add_feed(fid(1))
+    assert st.db.execute("SELECT COUNT(*) FROM feeds").fetchone() == (1,)

@@ -15,9 +15,15 @@ Hash chain (proof of delay): h_0 = SHA256("tssb-clock-chain" || author || refs i
 h_i = SHA256(h_{i-1} || ts_i as 8 bytes big endian); the increment carries the ts_i and
 h_links, and the whole event is signed, so the signature covers the final hash.
 
-Verification (spec Rules 1 and 2), reasons as CounterError.reason:
+Participation is read by timestamp, not arrival order: an author is a participant at time
+t when its latest Participate (by ts, then id) with ts <= t is a join. So every verifier
+reaches the same verdict whatever order the messages came in.
+
+Verification (spec Rules 1 and 2), reasons as CounterError.reason (RULES names the rule):
   blocked        the author was blocked before
-  not_participant  no active Participate from the author
+  malformed      the increment body does not decode
+  not_participant  no join from the author at or before the increment's timestamp
+  bad_refs       a reference is neither the Initiate nor an increment
   not_selected   SELECT(ref, author) is not 0 for any referenced increment whose author
                  is in the incrementer's first circle (the Initiate counts as selecting all)
   bad_stamp      stamp != join of the referenced stamps + ROF(author)
@@ -26,8 +32,26 @@ Verification (spec Rules 1 and 2), reasons as CounterError.reason:
   future         ts later than the verifier's clock (+ MAX_SKEW_MS)
   bad_chain      wrong length, timestamps not increasing, a gap below T / links, ending
                  after the message, starting before the refs, or a wrong final hash
-Every failure blocks the author definitively; a message referring to events we do not
-have yet raises ClockError("unknown_ref") without blocking (it may arrive later).
+Every failure blocks the author definitively (the repo persists it); a message referring
+to events we do not have yet raises ClockError("unknown_ref") without blocking (it may
+arrive later), and so does, with ingest(final=False), an increment whose author's join
+has not arrived ("unknown_participant": joins are not back references).
+
+Temporary block (Rule 2: "When a peer sees an 'increment' message, it must temporarily
+block the propagation of messages from the designated incrementer ... with a larger
+timestamp than the minimum timestamp of the next increment"). Our reading:
+  * the designated incrementers are the participants SELECT designates after a frontier
+    increment (top(); the Initiate while there is none), participation read at the
+    minimum next timestamp min_next_ts() = max ts of the frontier + T;
+  * their messages with ts > min_next_ts() are held: verified and counted by us, but not
+    propagated (the repo keeps them out of the synced thread DAG);
+  * increments are never held: they are checked by Rule 1 already, and the designated
+    increment is exactly what must travel (it also ends the hold);
+  * the hold is re-evaluated whenever the state changes: it ends when the frontier moves
+    (the designated increment, or another incrementer's) so that the author is no longer
+    designated or its message is no longer later than the new minimum next timestamp.
+Because it is a function of the known increments and of joins older than the held
+messages, two peers knowing the same messages hold the same ones, so digests converge.
 """
 import hashlib
 
@@ -41,6 +65,20 @@ CHAIN_TAG = b"tssb-clock-chain"
 MAX_LINKS = 256           # hash-chain links one increment may carry (bounds verify work)
 MAX_SKEW_MS = 60 * 1000   # tolerance for a verifier's clock running behind the author's
 MAX_RATIO = 1 << 16
+
+# The rule behind each CounterError reason (for messages to users).
+RULES = {
+    "blocked": "Rule 2: the author is blocked definitively",
+    "malformed": "increment format",
+    "not_participant": "Rule 1: only committed participants increment",
+    "bad_refs": "branch field: increments (or the Initiate) only",
+    "not_selected": "Rule 1: SELECT designates the next incrementers",
+    "bad_stamp": "Rule 2: stamp = join of the referenced stamps + the incrementer",
+    "range": "Rule 1: maximum range of the Bloom clock",
+    "too_early": "Rule 1/2: minimum delay T between increments",
+    "future": "no timestamps in the future",
+    "bad_chain": "proof of delay (hash chain)",
+}
 
 
 class Params:
@@ -142,8 +180,23 @@ class CounterState:
         self.hashes = {self.root: hashlib.sha256(init_event.raw).digest()}
         self.stamps = {self.root: BloomClock(p.n, p.k)}
         self.increments = set()
-        self.participants = {}
-        self.blocked = {}
+        self.parts = {}          # author -> sorted [(ts, eid, active)] of its Participates
+        self.blocked = {}        # author -> reason
+
+    @property
+    def participants(self):
+        """author -> True when its latest Participate is a join."""
+        return {a: lst[-1][2] for a, lst in self.parts.items()}
+
+    def participant_at(self, author, ts=None):
+        """True when the author's latest Participate with timestamp <= ts (any when ts
+        is None) is a join."""
+        on = False
+        for t, _, active in self.parts.get(author, ()):
+            if ts is not None and t > ts:
+                break
+            on = active
+        return on
 
     def expected_stamp(self, refs, author):
         """Join of the referenced stamps plus the author's ROF cells (spec Rule 2)."""
@@ -168,12 +221,17 @@ class CounterState:
         v = self.value()
         return sorted(e for e in self.increments if self.stamps[e].value() == v)
 
-    def designated(self, eid):
-        """Participants SELECT designates after message eid (its next incrementers)."""
+    def designated(self, eid, at=None):
+        """Participants SELECT designates after message eid (its next incrementers).
+
+        Args:
+            eid: an increment (or the Initiate).
+            at: read participation at this timestamp (None: the latest).
+        """
         h = self.hashes[eid]
         author = self.msgs[eid].author
-        return sorted(a for a, on in self.participants.items() if on and a not in self.blocked
-                      and select(h, a, self.params.ratio)
+        return sorted(a for a in self.parts if a not in self.blocked
+                      and self.participant_at(a, at) and select(h, a, self.params.ratio)
                       and (eid == self.root or self.follows(a, author)))
 
     def min_next_ts(self):
@@ -182,33 +240,101 @@ class CounterState:
         return max(self.msgs[e].ts for e in tops) + self.params.delay_ms
 
     def held(self, author, ts):
-        """Temporary block (Rule 2): a designated next incrementer's messages timestamped
-        after the earliest next-increment time are held back until its increment is seen."""
-        tops = self.top() or [self.root]
-        if not any(author in self.designated(e) for e in tops):
+        """Temporary block (Rule 2, see the module docstring): True when the author is a
+        designated next incrementer and ts is later than the earliest next-increment time."""
+        limit = self.min_next_ts()
+        if ts <= limit:
             return False
-        return ts > self.min_next_ts()
+        return any(author in self.designated(e, limit) for e in (self.top() or [self.root]))
 
-    def _block(self, ev, reason):
-        self.blocked[ev.author] = reason
-        raise CounterError(reason, ev.author.hex()[:16])
+    def holds(self, ev):
+        """True when the temporary block keeps message ev from being propagated
+        (increments and the Initiate never are)."""
+        if ev.is_root or ev.body[:1] == bytes([T_INCR]):
+            return False
+        return self.held(ev.author, ev.ts)
 
-    def ingest(self, ev, now_ms):
-        """Verify and record one counter message.
+    def plan(self, author, now_ms):
+        """What an increment by `author` needs (checked before waiting for the delay).
+
+        Returns:
+            (refs, earliest): the frontier increments that designate the author and the
+            earliest timestamp the increment may carry.
+        Raises:
+            CounterError: a rule forbids it whatever the wait ("blocked",
+                "not_participant", "not_selected", "range"); `.detail` says when it could
+                change.
+        """
+        if author in self.blocked:
+            raise CounterError("blocked", self.blocked[author])
+        if not self.participant_at(author, now_ms):
+            raise CounterError("not_participant", "join first")
+        tops = self.top() or [self.root]
+        refs = [e for e in tops if author in self.designated(e)]
+        if not refs:
+            raise CounterError("not_selected", "not designated after the frontier; wait for "
+                                               "the next increment")
+        if self.expected_stamp(refs, author).spread() > self.params.max_range:
+            raise CounterError("range", "your cells are ahead; wait for other incrementers")
+        stamp = self.expected_stamp(refs, author)
+        earliest = max(max(self.msgs[r].ts for r in refs) + self.params.delay_ms,
+                       self.init.ts + stamp.value() * self.params.delay_ms)
+        return refs, earliest
+
+    def check(self, ev, now_ms, final=True):
+        """Verify one message without recording it or blocking anybody.
 
         Returns:
             "participate", "increment" or "known".
         Raises:
-            CounterError: a rule is broken (the author is now blocked).
-            ClockError: "unknown_ref" (missing references), "thread" (other counter),
-                malformed body.
+            as ingest(), but nothing is recorded.
         """
+        return self._check(ev, now_ms, final)[0]
+
+    def ingest(self, ev, now_ms, final=True):
+        """Verify and record one counter message.
+
+        Args:
+            ev: a validated signed event of this counter.
+            now_ms: the verifier's clock (None: skip the "future" rule, for messages
+                accepted before).
+            final: False while more messages may still arrive: an increment whose
+                author's join is missing then waits ("unknown_participant") instead of
+                being rejected.
+        Returns:
+            "participate", "increment" or "known".
+        Raises:
+            CounterError: a rule is broken (the author is now blocked, except for
+                "blocked" itself).
+            ClockError: "unknown_ref" (missing references), "unknown_participant",
+                "thread" (other counter), malformed Participate body.
+        """
+        try:
+            kind, stamp = self._check(ev, now_ms, final)
+        except CounterError as e:
+            if e.reason != "blocked":
+                self.blocked[ev.author] = e.reason
+            raise
+        if kind == "known":
+            return kind
+        self.msgs[ev.eid] = ev
+        self.hashes[ev.eid] = hashlib.sha256(ev.raw).digest()
+        if kind == "participate":
+            lst = self.parts.setdefault(ev.author, [])
+            lst.append((ev.ts, ev.eid, ev.body[1] == 1))
+            lst.sort()
+        else:
+            self.stamps[ev.eid] = stamp
+            self.increments.add(ev.eid)
+        return kind
+
+    def _check(self, ev, now_ms, final):
         if ev.eid in self.msgs:
-            return "known"
+            return "known", None
         if ev.key != self.root:
             raise ClockError("thread")
         if ev.author in self.blocked:
-            raise CounterError("blocked", ev.author.hex()[:16])
+            raise _fail(ev, "blocked")
         for ref in ev.prevs:
             if ref not in self.msgs:
                 raise ClockError("unknown_ref")
@@ -218,54 +344,53 @@ class CounterState:
         if t == T_PART:
             if len(ev.body) != 2 or ev.body[1] not in (0, 1):
                 raise ClockError("body")
-            self.participants[ev.author] = ev.body[1] == 1
-            self._record(ev)
-            return "participate"
+            return "participate", None
         if t != T_INCR:
             raise ClockError("body")
-        stamp = self._verify_increment(ev, now_ms)
-        self._record(ev)
-        self.stamps[ev.eid] = stamp
-        self.increments.add(ev.eid)
-        return "increment"
+        return "increment", self._verify_increment(ev, now_ms, final)
 
-    def _record(self, ev):
-        self.msgs[ev.eid] = ev
-        self.hashes[ev.eid] = hashlib.sha256(ev.raw).digest()
-
-    def _verify_increment(self, ev, now_ms):
+    def _verify_increment(self, ev, now_ms, final):
         p = self.params
         r = Reader(ev.body[1:])
         try:
             stamp = BloomClock.read(r, p.k, p.n)
             nlinks = r.uint("links", MAX_LINKS)
             link_ts = [r.uint("link ts", (1 << 63) - 1) for _ in range(nlinks)]
-            final = r.take(32, "final")
+            final_hash = r.take(32, "final")
             r.end()
         except ClockError:
-            self._block(ev, "malformed")
+            raise _fail(ev, "malformed")
         refs = ev.prevs
-        if not self.participants.get(ev.author):
-            self._block(ev, "not_participant")
+        if not self.participant_at(ev.author, ev.ts):
+            if not final:
+                raise ClockError("unknown_participant", ev.author.hex()[:16])
+            raise _fail(ev, "not_participant")
         if not refs or any(x != self.root and x not in self.increments for x in refs):
-            self._block(ev, "bad_refs")
+            raise _fail(ev, "bad_refs")
         if not any(select(self.hashes[x], ev.author, p.ratio) and
                    (x == self.root or self.follows(ev.author, self.msgs[x].author)) for x in refs):
-            self._block(ev, "not_selected")
+            raise _fail(ev, "not_selected")
         expected = self.expected_stamp(refs, ev.author)
         if stamp != expected:
-            self._block(ev, "bad_stamp")
+            raise _fail(ev, "bad_stamp")
         if stamp.spread() > p.max_range:
-            self._block(ev, "range")
+            raise _fail(ev, "range")
         prev_ts = max(self.msgs[x].ts for x in refs)
         if ev.ts < prev_ts + p.delay_ms or ev.ts < self.init.ts + stamp.value() * p.delay_ms:
-            self._block(ev, "too_early")
-        if ev.ts > now_ms + MAX_SKEW_MS:
-            self._block(ev, "future")
+            raise _fail(ev, "too_early")
+        if now_ms is not None and ev.ts > now_ms + MAX_SKEW_MS:
+            raise _fail(ev, "future")
         gap = p.delay_ms // p.links
         ok = nlinks == p.links and link_ts[0] >= prev_ts and link_ts[-1] <= ev.ts
         for a, b in zip(link_ts, link_ts[1:]):
             ok = ok and b > a and b - a >= gap
-        if not ok or chain_hash(chain_start(ev.author, refs), link_ts) != final:
-            self._block(ev, "bad_chain")
+        if not ok or chain_hash(chain_start(ev.author, refs), link_ts) != final_hash:
+            raise _fail(ev, "bad_chain")
         return stamp
+
+
+def _fail(ev, reason):
+    """A CounterError naming the offending author and event."""
+    e = CounterError(reason, ev.author.hex()[:16])
+    e.author, e.eid = ev.author, ev.eid
+    return e

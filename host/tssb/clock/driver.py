@@ -9,6 +9,10 @@ import time
 from tssb.channel import ChannelClosed
 from tssb.clock.errors import ClockError
 
+# Summary fields the `sync_done` event has (tinyssb.eventlog); the rest is for callers.
+LOG_FIELDS = ("proto", "peer", "ok", "mode", "rounds", "bytes_sent", "bytes_recv", "msgs_sent",
+              "msgs_recv", "elements_sent", "elements_recv", "duration_ms", "reason")
+
 
 async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain=None):
     """Drive one end of a clock sync until both ends agree (or it fails).
@@ -23,9 +27,10 @@ async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain
             convergence (maintenance, spec step 6): put any object when local events
             were added (starts a new round), None to end the session.
     Returns:
-        dict with the `sync_done` fields.
+        dict with the `sync_done` fields plus trips, joins_sent, joins_recv, forks_found
+        (fork proofs found in arriving events) and joins_made (our own new joins).
     """
-    proto = "clock-" + machine.mode
+    proto = "clock"   # the event schema's protocol name; the mode goes into `mode`
     peer_hex = peer.hex() if isinstance(peer, (bytes, bytearray)) else str(peer)
     if events is not None:
         events.emit("sync_start", proto=proto, peer=peer_hex)
@@ -97,7 +102,9 @@ async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain
         "msgs_sent": channel.sent_msgs, "msgs_recv": channel.recv_msgs,
         "elements_sent": machine.stats["events_sent"], "elements_recv": machine.stats["events_recv"],
         "duration_ms": int((time.monotonic() - t0) * 1000), "ok": ok, "reason": reason,
+        "joins_sent": machine.stats["joins_sent"], "joins_recv": machine.stats["joins_recv"],
+        "forks_found": len(machine.forks_found), "joins_made": len(machine.joins_made),
     }
     if events is not None:
-        events.emit("sync_done", **{k: v for k, v in summary.items() if k != "trips"})
+        events.emit("sync_done", **{k: v for k, v in summary.items() if k in LOG_FIELDS})
     return summary

@@ -12,6 +12,8 @@ and inform the owner of the feed").
   JOIN = "JOIN" || RESOLVER(32) || FID(32) || DIGEST(32) || ts varint
          || varint(#tips) || TIP*20 || varint(#proofs) || PROOF*352 || SIG(64)
 """
+import hashlib
+
 from tssb.clock import crypto
 from tssb.clock import events as E
 from tssb.clock.errors import ClockError
@@ -22,6 +24,9 @@ JOIN_TAG = b"JOIN"
 # A join naming more branches than this is refused; real feeds fork once or twice.
 MAX_TIPS = 64
 MAX_PROOFS = 16
+# Largest well-formed join: 4 + 3*32 + 10 + 1 + 64*20 + 1 + 16*352 + 64 = 7088 bytes.
+MAX_JOIN_BYTES = 8192
+JOIN_ID_LEN = 20             # join_id(): SHA-256 prefix, as long as an event id
 
 
 def make_proof(raw_a, raw_b):
@@ -110,14 +115,22 @@ def make_join(seed, dag, ts_ms):
     return bytes(b) + crypto.sign(seed, bytes(b))
 
 
+def join_id(raw):
+    """Short id of a join event (what peers list to say which joins they hold)."""
+    return hashlib.sha256(bytes(raw)).digest()[:JOIN_ID_LEN]
+
+
 def parse_join(raw):
     """Validate a join event's form, signature and proofs.
 
     Returns:
         Join.
     Raises:
-        ClockError: malformed, "signature", or a proof of another feed ("proof_feed").
+        ClockError: malformed ("too_large", "short", "trailing", ...), "signature",
+            "no_fork", or a proof of another feed ("proof_feed").
     """
+    if len(raw) > MAX_JOIN_BYTES:
+        raise ClockError("too_large", len(raw))
     r = Reader(raw)
     if r.take(4, "tag") != JOIN_TAG:
         raise ClockError("join_tag")

@@ -8,15 +8,17 @@ from tssb.clock.bloom import DEFAULT_K, DEFAULT_N
 from tssb.clock.driver import run_sync
 from tssb.clock.errors import ClockError
 from tssb.clock.repo import FeedRepo, ThreadRepo
-from tssb.clock.sync import HELLO, MODES, SyncMachine
-from tssb.clock.wire import Reader
+from tssb.clock.sync import ERROR, HELLO, MODES, SyncMachine
+from tssb.clock.wire import Reader, varint
 
 
 def store_db(store):
-    """The host store's sqlite3 connection (contract: `ctx.store.db`)."""
+    """The host store's sqlite3 connection (contract 4: `ctx.store.db`).
+
+    Raises:
+        ClockError: "no_db" for a store without one (e.g. the core's MemStore).
+    """
     db = getattr(store, "db", None)
-    if db is None:  # the store in this tree names it `_db` for now; see docs/clock.md
-        db = getattr(store, "_db", None)
     if db is None:
         raise ClockError("no_db")
     return db
@@ -58,9 +60,14 @@ async def serve(channel, ctx, peer):
     events = getattr(ctx, "events", None)
     try:
         mode, n, k = parse_hello(first)
-        machine = SyncMachine(repo_for(ctx, mode, n, k), mode, n=n, k=k)
-    except ClockError as e:
-        channel.close()
+        machine = SyncMachine(repo_for(ctx, mode, n, k), mode, n=n, k=k,
+                              signer=ctx.identity.seed)   # our joins of forked feeds
+    except ClockError as e:   # tell the client why before closing
+        reason = e.reason.encode()
+        try:
+            await channel.send(bytes([ERROR]) + varint(len(reason)) + reason)
+        finally:
+            channel.close()
         return {"ok": False, "reason": e.reason}
     try:
         return await run_sync(channel, machine, first=first, events=events, peer=peer)
