@@ -1,7 +1,9 @@
 """Simulator figures (`make bench`): one JSON object per line.
 
   throughput  simulated node-seconds per wall-second for 10, 50 and 200 boards on a random
-              geometric topology of constant density; ratio against the 10-board case
+              geometric topology of constant density; ratio against the 10-board case;
+              then the 50 boards again, all moving (random waypoint, 1-2 m/s), ratio
+              against the static 50
   latency     time for a new entry (short) or a side-chained post (long) to reach a board
               h hops away on a line, next to the lower bound h x airtime of the frames one
               hop needs (WANT + entry, plus CHNK + chunks for a long post); ratio =
@@ -20,6 +22,7 @@ from tssbfw.airtime import plan_airtime_ms
 
 THROUGHPUT = ((10, 600), (50, 240), (200, 60))   # (boards, virtual seconds)
 DENSITY_M2 = 150.0 * 150.0                       # area per board
+MOBILE_NODES = 50                                # the throughput case rerun with mobility
 LINE_NODES = 6
 SEEDS = (1, 2, 3, 4, 5)
 ENTRY_FRAME = 124   # 120-byte entry or chunk + CRC32 on air
@@ -31,23 +34,33 @@ def emit(**rec):
 
 def throughput():
     base = None
+    rates = {}
     for n, secs in THROUGHPUT:
-        sc = scenario.from_dict({
-            "name": "tp%d" % n, "seed": 1, "region": "US915.a", "duration_s": secs,
-            "stop_when_converged": False,
-            "topology": {"kind": "random", "nodes": n, "side_m": math.sqrt(n * DENSITY_M2)},
-            "authors": {"nodes": list(range(0, n, max(1, n // 5)))},
-            "posts": {"per_author": 2, "start_s": 10, "interval_s": 20, "sizes": [30, 300]}})
-        sim = Simulator(sc)
-        w0, c0 = time.perf_counter(), time.process_time()
-        s = sim.run()
-        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-        rate = n * secs / wall
-        base = base or rate
-        emit(bench="sim", case="throughput_%d" % n, nodes=n, virtual_s=secs,
-             wall_s=round(wall, 3), cpu_s=round(cpu, 3), frames=s["frames"],
-             node_s_per_wall_s=round(rate, 1), node_s_per_cpu_s=round(n * secs / cpu, 1),
-             ratio=round(rate / base, 3))
+        rates[n] = _throughput_case("throughput_%d" % n, n, secs, None, base)
+        base = base or rates[n]
+    mob = {"model": "random_waypoint", "speed_min_mps": 1.0, "speed_max_mps": 2.0}
+    _throughput_case("throughput_%d_moving" % MOBILE_NODES, MOBILE_NODES,
+                     dict(THROUGHPUT)[MOBILE_NODES], mob, rates[MOBILE_NODES])
+
+
+def _throughput_case(label, n, secs, mobility, base):
+    d = {"name": label, "seed": 1, "region": "US915.a", "duration_s": secs,
+         "stop_when_converged": False,
+         "topology": {"kind": "random", "nodes": n, "side_m": math.sqrt(n * DENSITY_M2)},
+         "authors": {"nodes": list(range(0, n, max(1, n // 5)))},
+         "posts": {"per_author": 2, "start_s": 10, "interval_s": 20, "sizes": [30, 300]}}
+    if mobility:
+        d["mobility"] = mobility
+    sim = Simulator(scenario.from_dict(d))
+    w0, c0 = time.perf_counter(), time.process_time()
+    s = sim.run()
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    rate = n * secs / wall
+    emit(bench="sim", case=label, nodes=n, virtual_s=secs, moving=s["moving"],
+         wall_s=round(wall, 3), cpu_s=round(cpu, 3), frames=s["frames"],
+         node_s_per_wall_s=round(rate, 1), node_s_per_cpu_s=round(n * secs / cpu, 1),
+         ratio=round(rate / (base or rate), 3))
+    return rate
 
 
 def latency(size, label):

@@ -6,7 +6,8 @@ def register(sub):
                        description="Run the whole toolkit end to end on this machine with embedded "
                                    "defaults and print a summary a person can read.")
     p.add_argument("--out", default="out/demo", help="output directory for logs and report (default: out/demo)")
-    p.add_argument("--seed", type=int, default=1, help="random seed; runs are deterministic for a seed")
+    p.add_argument("--seed", type=int, default=1,
+                   help="random seed of the simulated mesh (its run is deterministic for a seed)")
     p.set_defaults(func=_run)
 
 

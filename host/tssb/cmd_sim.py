@@ -11,8 +11,9 @@ def register(sub):
         "sim", help="simulate a LoRa mesh of tinySSB boards from a scenario file",
         description="Run N simulated boards (the real tinySSB node, firmware scheduler and "
                     "duty-cycle limiter) on a virtual LoRa channel with airtime, collisions, "
-                    "capture, half-duplex radios, path loss and shadowing. SCENARIO is a TOML "
-                    "file or the name of a bundled one (demo, small, random50). The run is "
+                    "capture, half-duplex radios, path loss and shadowing, optionally moving "
+                    "boards. SCENARIO is a TOML file or the name of a bundled one (demo, "
+                    "small, random50, mule). The run is "
                     "deterministic for the scenario's seed.")
     p.add_argument("scenario", help="scenario TOML file, or a bundled scenario name")
     p.add_argument("--logs", metavar="DIR",
@@ -68,6 +69,9 @@ def summary_lines(s):
     """A summary a person can read (also used by the demo)."""
     out = ["sim %s: %d boards, plan %s, seed %d, %d posts"
            % (s["scenario"], s["nodes"], s["plan"], s["seed"], s["posts"])]
+    if s.get("moving"):
+        out.append("  mobility: %s, %d of %d boards moving"
+                   % (s["mobility"].replace("_", " "), s["moving"], s["nodes"]))
     if s["converged"]:
         out.append("  converged after %.1f s virtual (GOSET agreed at %.1f s)"
                    % (s["converge_ms"] / 1000, (s["goset_ms"] or 0) / 1000))

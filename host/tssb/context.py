@@ -5,6 +5,7 @@ Every host command and protocol service gets a `Context`:
   ctx.store      tssb.store.Store (SQLite) in ctx.home
   ctx.identity   Identity: .seed and .public (32 bytes each, Ed25519)
   ctx.events     event log writer: .emit(event, **fields) -> JSONL in ctx.home/logs/
+                 ("ts" from the wall clock unless Context.open gets another `clock`)
   ctx.network_key  the 32-byte secret-handshake network key of this deployment
 """
 import os
@@ -60,17 +61,28 @@ class Identity:
         return self._sk
 
 
+def wall_ms():
+    """Unix time in integer milliseconds."""
+    return int(time.time() * 1000)
+
+
 class EventLog:
     """The context's event writer: `tinyssb.eventlog.EventLog` (schema, ids, validation)
     appending to a JSONL file. Each line is written and flushed whole under a lock, so
     writers in one process never interleave and a crash loses at most the line in progress.
+
+    Args:
+        path: the JSONL file; node: node name.
+        clock: function() -> "ts" in Unix ms; default the wall clock. The demo passes one
+            that continues the simulator's virtual timeline, so a report has one time axis.
     """
 
-    def __init__(self, path, node):
+    def __init__(self, path, node, clock=None):
         self.path = path
         self._lock = threading.Lock()
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        self._log = eventlog.EventLog(node, self._write_line, lambda: int(time.time() * 1000))
+        self.clock = clock or wall_ms
+        self._log = eventlog.EventLog(node, self._write_line, self.clock)
         self.node = node
 
     def _write_line(self, line):
@@ -96,7 +108,7 @@ class Context:
         self.events = events
 
     @classmethod
-    def open(cls, home=None, create=True):
+    def open(cls, home=None, create=True, clock=None):
         """Open (by default creating) a data directory.
 
         A new directory gets a fresh identity and a fresh random network key, so two
@@ -105,6 +117,7 @@ class Context:
         Args:
             home: data directory; None means default_home().
             create: make the identity and network key if missing.
+            clock: the event log's clock (see EventLog); None means the wall clock.
         Returns:
             Context.
         Raises:
@@ -123,7 +136,8 @@ class Context:
             ident = Identity(got[0])
         if store.get_config(NETWORK_KEY_CONFIG) is None and create:
             store.set_config(NETWORK_KEY_CONFIG, secrets.token_bytes(32))
-        events = EventLog(os.path.join(home, EVENT_FILE), "host-" + ident.public.hex()[:12])
+        events = EventLog(os.path.join(home, EVENT_FILE), "host-" + ident.public.hex()[:12],
+                          clock)
         return cls(home, store, ident, events)
 
     @property

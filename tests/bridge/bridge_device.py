@@ -2,9 +2,9 @@
 (tssbfw.corelink.NodeLink over MemStore) and its SerialBridge, in a thread.
 
 Frames the node sends count as transmitted at once (no radio); `noise` mangles the bytes
-the device writes (flip, drop, duplicate, cut frames) to test the host's resync.
+the device writes (flip, drop, duplicate, cut frames) to test the host's resync. The pty
+plumbing is the package's (tssb.sim.usb.Pty, also used by the demo's board).
 """
-import os
 import threading
 import time
 
@@ -13,6 +13,7 @@ from tinyssb.node import Node
 from tinyssb.store import MemStore
 from tssbfw.bridge import SerialBridge
 from tssbfw.corelink import NodeLink
+from tssb.sim.usb import Pty
 
 from bridge_helpers import FAST
 
@@ -55,37 +56,24 @@ class Noise:
 
 class Device:
     def __init__(self, identity, store=None, noise=None):
-        self.master, self.slave = os.openpty()
-        os.set_blocking(self.master, False)
-        self.port_name = os.ttyname(self.slave)
+        self.pty = Pty()
+        self.port_name = self.pty.name
         self.clock = _Clock()
         self.store = store if store is not None else MemStore()
         self.noise = noise
         self.link = NodeLink(self.store, identity=(identity.seed, identity.public),
                              node_factory=lambda s, i, log, rand: Node(s, identity=i, timing=FAST))
-        self.bridge = SerialBridge(self._read, self._write, name="dev",
+        self.bridge = SerialBridge(self.pty.read, self._write, name="dev",
                                    info={"fid": identity.public.hex()})
         self.bridge.attach(self)
         self.replies = []
         self._stop = threading.Event()
         self._t = None
 
-    def _read(self, n):
-        try:
-            return os.read(self.master, n)
-        except (BlockingIOError, OSError):
-            return None
-
     def _write(self, data):
         if self.noise is not None:
             data = self.noise(data)
-        view = memoryview(data)
-        while view:
-            try:
-                k = os.write(self.master, view)
-                view = view[k:]
-            except BlockingIOError:
-                time.sleep(0.001)
+        self.pty.write(data)
 
     def enqueue(self, pkt):
         self.bridge.on_radio_tx(add_crc(pkt))
@@ -111,8 +99,4 @@ class Device:
         if self._t is not None:
             self._t.join(5)
         if close:
-            for fd in (self.master, self.slave):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            self.pty.close()

@@ -3,7 +3,10 @@
 Frames are injected at times before the nodes' own timers first fire (500 ms), so only
 the injected frames are on air; outcomes are read from the simulator's trace.
 """
+import pytest
+
 from tinyssb.frames import add_crc
+from tssb.sim import phy
 from tssbfw.airtime import plan_airtime_ms
 
 from sim_helpers import quiet_sim
@@ -127,3 +130,84 @@ class _Collect:
 
     def emit(self, event, **fields):
         self.out.append((event, fields))
+
+
+# -- summed interference: several frames on air at once ----------------------------------
+
+FRAME_C = add_crc(b"C" * 7 + b"payload-c")
+LONG_W = add_crc(b"W" * 7 + bytes(100))   # a wanted frame several short ones can overlap
+
+
+def interferer_distance(below_db, d_wanted=50.0):
+    """Distance at which a frame arrives below_db weaker than one from d_wanted."""
+    return d_wanted * 10 ** (below_db / (10 * phy.PATH_LOSS_EXPONENT))
+
+
+def three_senders(below_db):
+    """Receiver 3 at the origin; wanted sender 0 at 50 m; interferers 1 and 2 each
+    below_db weaker there (and far enough apart to matter to nobody else)."""
+    d = interferer_distance(below_db)
+    sim = quiet_sim([(50, 0), (-d, 0), (0, d), (0, 0)])
+    m = sim.model
+    assert m.mean_rssi(50) - m.mean_rssi(d) == pytest.approx(below_db)
+    return sim
+
+
+def test_one_interferer_8db_below_is_captured():
+    sim = three_senders(8.0)
+    sim.transmit(0, FRAME_A, 100)
+    sim.transmit(1, FRAME_B, 105)
+    sim.run()
+    assert outcomes(sim, 3) == {0: "ok", 1: "collision"}
+
+
+def test_two_interferers_8db_below_each_sum_to_5db_and_break_capture():
+    # pairwise each is 8 dB under (capture 6 dB); summed: 8 - 10 log10(2) = 4.99 dB
+    sim = three_senders(8.0)
+    sim.transmit(0, FRAME_A, 100)
+    sim.transmit(1, FRAME_B, 105)
+    sim.transmit(2, FRAME_C, 110)
+    sim.run()
+    assert outcomes(sim, 3) == {0: "collision", 1: "collision", 2: "collision"}
+
+
+def test_two_interferers_12db_below_each_still_leave_9db():
+    sim = three_senders(12.0)
+    sim.transmit(0, FRAME_A, 100)
+    sim.transmit(1, FRAME_B, 105)
+    sim.transmit(2, FRAME_C, 110)
+    sim.run()
+    assert outcomes(sim, 3) == {0: "ok", 1: "collision", 2: "collision"}
+
+
+def test_interferers_that_follow_each_other_are_not_summed():
+    # each overlaps part of the long wanted frame, but never both at once
+    sim = three_senders(8.0)
+    air_b = plan_airtime_ms(sim.plan, len(FRAME_B))
+    assert plan_airtime_ms(sim.plan, len(LONG_W)) > 2 * air_b + 20
+    sim.transmit(0, LONG_W, 100)
+    sim.transmit(1, FRAME_B, 110)
+    sim.transmit(2, FRAME_C, 110 + air_b)     # starts as B ends: back to back
+    sim.run()
+    assert outcomes(sim, 3) == {0: "ok", 1: "collision", 2: "collision"}
+
+
+def test_partial_overlaps_sum_while_they_coincide():
+    # B starts before the wanted frame and is still on air when C starts during it
+    sim = three_senders(8.0)
+    air_b = plan_airtime_ms(sim.plan, len(FRAME_B))
+    sim.transmit(1, FRAME_B, 100)
+    sim.transmit(0, LONG_W, 100 + air_b // 2)
+    sim.transmit(2, FRAME_C, 100 + air_b - 1)
+    sim.run()
+    assert outcomes(sim, 3)[0] == "collision"
+
+
+def test_partial_overlap_ending_before_the_next_leaves_the_frame():
+    sim = three_senders(8.0)
+    air_b = plan_airtime_ms(sim.plan, len(FRAME_B))
+    sim.transmit(1, FRAME_B, 100)
+    sim.transmit(0, LONG_W, 100 + air_b // 2)
+    sim.transmit(2, FRAME_C, 100 + air_b)
+    sim.run()
+    assert outcomes(sim, 3)[0] == "ok"

@@ -75,3 +75,26 @@ def test_bad_model_parameters():
         phy.LinkModel(regions.plan("US915.a"), exponent=0)
     with pytest.raises(ValueError):
         phy.LinkModel(dict(regions.plan("US915.a"), sf=4))
+
+
+def test_summed_interference():
+    assert phy.survives(-100, [])
+    # one interferer: the pairwise rule, threshold included
+    assert phy.survives(-100, [-106]) and not phy.survives(-100, [-105.9])
+    # two at -108 sum to -104.99 dBm: 4.99 dB < 6
+    assert not phy.survives(-100, [-108, -108])
+    # two at -112 sum to -108.99: 8.99 dB
+    assert phy.survives(-100, [-112, -112])
+    # three at -110 sum to -105.23: 5.23 dB
+    assert not phy.survives(-100, [-110, -110, -110])
+    assert phy.survives(-100, [-110, -110, -110], capture_db=5.0)
+    assert phy.dbm_to_mw(0) == 1.0 and phy.dbm_to_mw(-30) == pytest.approx(0.001)
+
+
+def test_relevance_cut_off_below_sensitivity():
+    m = phy.LinkModel(regions.plan("US915.a"))
+    cut = m.sensitivity - m.capture_db - phy.IGNORE_MARGIN_DB
+    assert m.relevant(cut) and not m.relevant(cut - 0.01)
+    # it takes four signals at the cut-off (+6.02 dB) to break the weakest frame's capture
+    assert phy.survives(m.sensitivity, [cut] * 3)
+    assert not phy.survives(m.sensitivity, [cut] * 4)

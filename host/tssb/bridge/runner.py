@@ -44,6 +44,27 @@ class EventSink:
         self.written += 1
 
 
+def attach_board(h, ctx, resolve, on_event, baud=BAUD, on_state=None):
+    """Attach a board on a serial port to HostNode h and start reading it (call from
+    the asyncio loop h runs in).
+
+    Args:
+        ctx: the host's Context (its node name and feed id go into the HELLO).
+        resolve: function() -> serial port name.
+        on_event: function(line) for the board's event lines (e.g. an EventSink).
+    Returns:
+        (BoardPort, SerialLink).
+    """
+    port = BoardPort(h, on_event=on_event)
+    sl = SerialLink(resolve, port.on_message, loop=asyncio.get_running_loop(),
+                    hello=link.hello("host", ctx.events.node, fid=ctx.identity.public.hex()),
+                    opener=lambda p: open_no_reset(p, baud), on_state=on_state)
+    port.link = sl
+    h.attach(port)
+    sl.start()
+    return port, sl
+
+
 async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_udp=False,
               udp_iface="0.0.0.0", udp_port=udp.PORT, duration=None, say=print):
     """Run the bridge.
@@ -64,13 +85,7 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
     sl = port = server = None
     sink = EventSink(ctx.events.path)
     if resolve is not None:
-        port = BoardPort(h, on_event=sink)
-        sl = SerialLink(resolve, port.on_message, loop=asyncio.get_running_loop(),
-                        hello=link.hello("host", ctx.events.node, fid=ctx.identity.public.hex()),
-                        opener=lambda p: open_no_reset(p, baud), on_state=_dedup(say))
-        port.link = sl
-        h.attach(port)
-        sl.start()
+        port, sl = attach_board(h, ctx, resolve, sink, baud, _dedup(say))
     if ws_listen is not None:
         server = await websocket.serve(h, ws_listen[0], ws_listen[1])
         say("websocket server on ws://%s:%d" % ws_listen)

@@ -4,8 +4,9 @@
     sim = Simulator(scenario.load("mesh.toml"), logdir="out/logs")
     summary = sim.run()
 
-Modules: phy (link budget, sensitivity, capture), topology (placements), scenario (TOML
-loader), board (one simulated board around the firmware classes), runner (event loop).
+Modules: phy (link budget, sensitivity, capture with summed interference), topology
+(placements), mobility (random waypoint positions over time), scenario (TOML loader),
+board (one simulated board around the firmware classes), runner (event loop).
 """
 from tssb.sim.errors import ScenarioError
 from tssb.sim.runner import Simulator

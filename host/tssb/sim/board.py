@@ -105,6 +105,7 @@ class Board:
             dev.set_epoch(VIRTUAL_EPOCH_MS + clock.now())
         self.index = index
         self.name = name
+        self.identity = identity   # kept so the board can boot again (tssb.sim.usb)
         self.events = _Events(index, hook or _ignore, dev)
         self.store = MemStore()
         self.link = corelink.NodeLink(

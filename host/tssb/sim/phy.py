@@ -17,8 +17,12 @@ sensitivity is noise floor + limit (SF7/125 kHz: -124.5 dBm, datasheet -123 dBm)
 
 Collisions with capture (Bor et al. 2016, section 3.4, "LoRaSim"): two frames on the
 same channel that overlap in time at a receiver destroy each other unless one is at
-least CAPTURE_DB stronger, in which case the stronger one survives. The rule is applied
-pairwise to every overlapping frame; interference power is not summed.
+least CAPTURE_DB stronger, in which case the stronger one survives. With more than two
+frames the interference powers are summed (in mW, the usual SINR extension of the same
+threshold): a frame survives iff, at every instant of its reception, its power exceeds
+the sum of the powers of the other frames then on air by CAPTURE_DB. With one
+interferer this is the pairwise rule exactly. Thermal noise is not added to the sum: it
+is accounted for separately by the SNR limit (decodable).
 """
 import math
 
@@ -35,9 +39,10 @@ THERMAL_NOISE_DBM_HZ = -174.0
 # Demodulator SNR limit per spreading factor (SX1276 datasheet, table 13).
 SNR_LIMIT_DB = {5: -2.5, 6: -5.0, 7: -7.5, 8: -10.0, 9: -12.5, 10: -15.0,
                 11: -17.5, 12: -20.0}
-# Signals weaker than the noise floor by more than this are ignored entirely (they can
-# neither be received nor beat a frame by CAPTURE_DB); keeps neighbour lists short.
-IGNORE_BELOW_NOISE_DB = 20.0
+# Signals weaker than capture_db + this below the sensitivity are ignored entirely: they
+# cannot be received, and it takes four of them at once (+6.02 dB summed) to break the
+# capture of even the weakest decodable frame. Keeps neighbour lists short.
+IGNORE_MARGIN_DB = 6.0
 
 
 class LinkModel:
@@ -86,7 +91,7 @@ class LinkModel:
 
     def relevant(self, rssi_dbm):
         """True when a signal at this power can matter at all (reception or capture)."""
-        return rssi_dbm >= self.noise_floor - IGNORE_BELOW_NOISE_DB
+        return rssi_dbm >= self.sensitivity - self.capture_db - IGNORE_MARGIN_DB
 
     def range_m(self):
         """Distance at which the mean RSSI equals the sensitivity (no shadowing)."""
@@ -102,6 +107,21 @@ def noise_floor_dbm(bw_hz, noise_figure_db=NOISE_FIGURE_DB):
 def captures(rssi_a, rssi_b, capture_db=CAPTURE_DB):
     """True when frame a survives an overlapping frame b (a stronger by capture_db)."""
     return rssi_a - rssi_b >= capture_db
+
+
+def dbm_to_mw(dbm):
+    return 10.0 ** (dbm / 10.0)
+
+
+def survives(rssi_dbm, interferers_dbm, capture_db=CAPTURE_DB):
+    """True when a frame at rssi_dbm survives these interferers on air at the same
+    instant: it exceeds their summed power (mW) by capture_db. One interferer: captures()."""
+    if not interferers_dbm:
+        return True
+    if len(interferers_dbm) == 1:   # exactly the pairwise rule, no dB/mW round trip
+        return captures(rssi_dbm, interferers_dbm[0], capture_db)
+    return (dbm_to_mw(rssi_dbm)
+            >= sum(map(dbm_to_mw, interferers_dbm)) * 10.0 ** (capture_db / 10.0))
 
 
 def overlaps(start_a, end_a, start_b, end_b):

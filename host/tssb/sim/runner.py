@@ -10,15 +10,24 @@ Events live in one heap, ordered by (time, order, sequence number):
 Between events nothing happens, so idle time costs nothing (no fixed 1 ms steps).
 Everything random comes from random.Random instances seeded from the scenario seed, so
 a run is a pure function of its scenario.
+
+Links: with no mobility every board's neighbours and their mean RSSI are computed once
+(self.neigh). With mobility, that table only holds pairs of boards that both stay; a
+pair involving a mover is evaluated when a frame starts, at the positions of that
+instant, with the pair's static shadowing draw.
 """
 import heapq
+import math
 import os
 import random
+from array import array
 
 from tinyssb import crypto
 from tinyssb.bus import same_stores
-from tssb.sim import phy, topology
+from tssb.sim import mobility, phy, topology
 from tssb.sim.board import Board, RxFrame, VirtualClock
+from tssb.sim.errors import ScenarioError
+from tssb.sim.scenario import check_area
 from tssbfw.airtime import plan_airtime_ms
 
 TX_END, POST, WAKE, INJECT = 0, 1, 2, 3   # at the same ms: ends before starts
@@ -27,7 +36,7 @@ PAYLOAD_KINDS = ("entry", "chunk")
 
 
 class _Rx:
-    __slots__ = ("node", "rssi", "end", "lost")
+    __slots__ = ("node", "rssi", "end", "lost")   # rssi: at the frame's start
 
     def __init__(self, node, rssi, end):
         self.node = node
@@ -59,6 +68,9 @@ class Simulator:
         self.positions = _place(scenario["topology"], self.model, seed)
         n = len(self.positions)
         self.n = n
+        self.mobility = _mobility(scenario.get("mobility"), self.positions, seed)
+        if self.mobility is not None:   # per board: function(t) -> (x, y)
+            self._where = [self.mobility.locator(i) for i in range(n)]
         self._neighbours(random.Random("%d/shadowing" % seed))
         self.loss_rnd = random.Random("%d/loss" % seed)
         self.fade_rnd = random.Random("%d/fading" % seed)
@@ -107,21 +119,61 @@ class Simulator:
     # -- set-up ----------------------------------------------------------------------
 
     def _neighbours(self, rnd):
-        """Per board, the boards whose frames reach it: [(j, mean rssi)], symmetric."""
+        """Per board, the boards whose frames reach it: [(j, mean rssi)], symmetric.
+        With mobility only pairs of boards that stay are listed, and every pair's
+        shadowing is kept (self.shadow[i * n + j]) for the movers' links."""
         m = self.model
         pos = self.positions
-        self.neigh = [[] for _ in range(self.n)]
-        self.links = {}   # decodable links, for hop counts
-        for i in range(self.n):
-            for j in range(i + 1, self.n):
+        n = self.n
+        mob = self.mobility
+        stays = [mob is None or not mob.moves(i) for i in range(n)]
+        self.shadow = array("d", bytes(8 * n * n)) if mob is not None else None
+        self.neigh = [[] for _ in range(n)]
+        self.links = {}   # decodable links at the start positions, for hop counts
+        for i in range(n):
+            for j in range(i + 1, n):
                 shadow = rnd.gauss(0.0, m.sigma) if m.sigma else 0.0
                 rssi = m.mean_rssi(topology.distance(pos[i], pos[j]), shadow)
-                if m.relevant(rssi):
+                if mob is not None:
+                    self.shadow[i * n + j] = self.shadow[j * n + i] = shadow
+                if m.relevant(rssi) and stays[i] and stays[j]:
                     self.neigh[i].append((j, rssi))
                     self.neigh[j].append((i, rssi))
                 if m.decodable(rssi):
                     self.links.setdefault(i, []).append(j)
                     self.links.setdefault(j, []).append(i)
+
+    def _neighbours_at(self, i, t):
+        """Board i's neighbours [(j, mean rssi)] at virtual time t (mobility on): the
+        static table plus every mover, or every board when i moves. Costs one position
+        and one path loss per pair evaluated (LinkModel.mean_rssi, inlined)."""
+        mob = self.mobility
+        m = self.model
+        n = self.n
+        shadow = self.shadow
+        where = self._where
+        x, y = where[i](t)
+        if mob.moves(i):
+            out, others = [], range(n)
+        else:
+            out, others = list(self.neigh[i]), mob.moving
+        tx, pl_d0, k, d0 = m.tx_power, m.pl_d0, 10.0 * m.exponent, m.d0
+        cut = m.sensitivity - m.capture_db - phy.IGNORE_MARGIN_DB   # LinkModel.relevant
+        base = i * n
+        for j in others:
+            if j != i:
+                xj, yj = where[j](t)
+                d = math.hypot(xj - x, yj - y)
+                rssi = tx - (pl_d0 + k * math.log10(max(d, d0) / d0)) - shadow[base + j]
+                if rssi >= cut:
+                    out.append((j, rssi))
+        return out
+
+    def position(self, i, t_ms=None):
+        """Position (x, y) in metres of board i at virtual time t_ms (default: now)."""
+        if self.mobility is None:
+            return self.positions[i]
+        return self.mobility.position(i, self.now if t_ms is None else t_ms)
 
     def _schedule_posts(self, rnd):
         p = self.sc["posts"]
@@ -268,11 +320,12 @@ class Simulator:
         for rx in self._active[b.index]:
             if rx.end > now and rx.lost is None:
                 rx.lost = "half_duplex"
-        m = self.model
         fade = self.sc["radio"]["fading_sigma_db"]
-        cap = m.capture_db
+        cap = self.model.capture_db
         rxs = []
-        for j, rssi in self.neigh[b.index]:
+        neigh = (self.neigh[b.index] if self.mobility is None
+                 else self._neighbours_at(b.index, now))
+        for j, rssi in neigh:
             if fade:
                 rssi -= self.fade_rnd.gauss(0.0, fade)
             rx = _Rx(j, rssi, end)
@@ -281,13 +334,22 @@ class Simulator:
             active = self._active[j]
             if active:
                 live = [o for o in active if o.end > now]
-                for o in live:
-                    if rssi - o.rssi < cap:
-                        rx.lost = rx.lost or "collision"
-                    if o.rssi - rssi < cap and o.lost is None:
-                        o.lost = "collision"
                 live.append(rx)
                 self._active[j] = live
+                # Interference only rises when a frame starts, so checking every frame on
+                # air now, at each start, finds each one's worst instant (phy.survives).
+                if len(live) == 2:   # one interferer: the pairwise rule, inline for speed
+                    o = live[0]
+                    if rssi - o.rssi < cap and rx.lost is None:
+                        rx.lost = "collision"
+                    if o.rssi - rssi < cap and o.lost is None:
+                        o.lost = "collision"
+                elif len(live) > 2:
+                    powers = [o.rssi for o in live]
+                    for k, o in enumerate(live):
+                        if o.lost is None and not phy.survives(
+                                o.rssi, powers[:k] + powers[k + 1:], cap):
+                            o.lost = "collision"
             else:
                 active.append(rx)
             rxs.append(rx)
@@ -325,7 +387,8 @@ class Simulator:
         return same_stores([b.node for b in self.boards])
 
     def hops(self, src):
-        """Hop counts from board src over decodable links (-1: unreachable)."""
+        """Hop counts from board src over decodable links at the start positions
+        (-1: unreachable)."""
         return topology.hops_from(self.links, src, self.n)
 
     def summary(self):
@@ -358,7 +421,28 @@ class Simulator:
             "sched": sched, "node_drops": drops,
             "latency_ms": {"n": len(lat), "max": max(lat) if lat else None,
                            "mean": sum(lat) / len(lat) if lat else None},
+            "mobility": "none" if self.mobility is None else "random_waypoint",
+            "moving": 0 if self.mobility is None else len(self.mobility.moving),
         }
+
+
+def _mobility(mob, positions, seed):
+    """The scenario's mobility model over the placed boards, or None when nothing moves."""
+    if mob is None or mob["model"] == "none":
+        return None
+    movers = mob["nodes"] if mob["nodes"] is not None else range(len(positions))
+    area = mob["area"]
+    if area is None:
+        area = mobility.bounding_area(positions, mob["margin_m"])
+    else:
+        x0, y0, x1, y1 = area
+        for i in movers:
+            x, y = positions[i]
+            if not (x0 <= x <= x1 and y0 <= y <= y1):
+                raise ScenarioError("node %d starts outside the area" % i, "mobility.area")
+    check_area(mob, area)
+    return mobility.RandomWaypoint(seed, positions, movers, area, mob["speed_min_mps"],
+                                   mob["speed_max_mps"], mob["pause_s"])
 
 
 def _place(topo, model, seed):

@@ -27,19 +27,32 @@
     start_s = 30                  # first post (each author offset by 1 s)
     interval_s = 20
     sizes = [16, 40, 180, 700]    # content bytes, used in turn; > 48 makes a side chain
+
+    [mobility]                    # optional; nothing moves unless model is set
+    model = "random_waypoint"     # none (default) | random_waypoint
+    nodes = [6]                   # the boards that move (default: all)
+    speed_min_mps = 0.5           # each leg's speed is uniform in [min, max], min > 0
+    speed_max_mps = 1.5
+    pause_s = 0                   # wait at each waypoint
+    margin_m = 50                 # waypoint area: the start positions' bounding box
+                                  # grown by this on every side, unless
+    # area = [x0, y0, x1, y1]     # is given (it must hold the movers' start positions)
 """
 import tomllib
 
-from tssb.sim import phy, topology
+from tssb.sim import mobility, phy, topology
 from tssb.sim.errors import ScenarioError
 from tssbfw import regions
 
 MAX_DURATION_S = 7 * 24 * 3600  # a week of virtual time bounds the event loop
 MAX_POSTS = 10000               # posts per scenario (memory of the per-entry records)
 MAX_POST_BYTES = 10000          # 100 chunks; deployed readers fetch up to 100 KB chains
+MAX_SPEED_MPS = 100.0           # faster than any road vehicle a board rides on
+MIN_CROSSING_S = 1.0            # speed_max / area side: at most about one waypoint leg
+                                # per node per virtual second, fewer than a board's frames
 
 _TOP = {"name", "seed", "region", "duration_s", "stop_when_converged", "topology", "radio",
-        "authors", "posts"}
+        "authors", "posts", "mobility"}
 _RADIO = {"d0_m": phy.D0_M, "pl_d0_db": phy.PL_D0_DB,
           "path_loss_exponent": phy.PATH_LOSS_EXPONENT,
           "shadowing_sigma_db": phy.SHADOWING_SIGMA_DB, "capture_db": phy.CAPTURE_DB,
@@ -71,7 +84,8 @@ def from_dict(d):
     Returns:
         dict with name, seed, plan (the region plan dict), duration_ms,
         stop_when_converged, topology (dict), radio (dict), authors (list of int),
-        posts (dict).
+        posts (dict), mobility (dict: model, nodes (list, or None for all), speed_min_mps,
+        speed_max_mps, pause_s, margin_m, area ((x0, y0, x1, y1) or None)).
     Raises:
         ScenarioError: unknown key, wrong type or value out of range.
     """
@@ -105,6 +119,7 @@ def from_dict(d):
         raise ScenarioError("duplicate node index", "authors.nodes")
     out["authors"] = list(alist)
     out["posts"] = _posts(_table(d, "posts"), len(alist))
+    out["mobility"] = _mobility(_table(d, "mobility"), n)
     return out
 
 
@@ -182,6 +197,63 @@ def _posts(p, n_authors):
                             "posts.sizes")
     out["sizes"] = list(sizes)
     return out
+
+
+def _mobility(m, n):
+    _no_unknown(m, {"model", "nodes", "speed_min_mps", "speed_max_mps", "pause_s",
+                    "margin_m", "area"}, "mobility.")
+    out = {"model": _get(m, "model", str, "none", "mobility.model")}
+    if out["model"] not in mobility.MODELS:
+        raise ScenarioError("must be one of %s" % ", ".join(mobility.MODELS),
+                            "mobility.model")
+    nodes = m.get("nodes")
+    if nodes is not None:
+        if (not isinstance(nodes, list) or not nodes
+                or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n
+                           for i in nodes)):
+            raise ScenarioError("must be a non-empty list of node indices 0..%d" % (n - 1),
+                                "mobility.nodes")
+        if len(set(nodes)) != len(nodes):
+            raise ScenarioError("duplicate node index", "mobility.nodes")
+        nodes = list(nodes)
+    out["nodes"] = nodes
+    lo = _num(m, "speed_min_mps", 0.5, "mobility.speed_min_mps", 0.0, MAX_SPEED_MPS)
+    hi = _num(m, "speed_max_mps", max(lo, 1.5), "mobility.speed_max_mps", 0.0, MAX_SPEED_MPS)
+    if lo <= 0:
+        raise ScenarioError("must be > 0 (random waypoint speeds decay towards 0 otherwise)",
+                            "mobility.speed_min_mps")
+    if hi < lo:
+        raise ScenarioError("must be >= speed_min_mps", "mobility.speed_max_mps")
+    out["speed_min_mps"], out["speed_max_mps"] = lo, hi
+    out["pause_s"] = _num(m, "pause_s", 0.0, "mobility.pause_s", 0.0, MAX_DURATION_S)
+    if "area" in m and "margin_m" in m:
+        raise ScenarioError("give area or margin_m, not both", "mobility.margin_m")
+    out["margin_m"] = _num(m, "margin_m", 50.0, "mobility.margin_m", 0.0, 1e6)
+    area = m.get("area")
+    if area is not None:
+        if (not isinstance(area, list) or len(area) != 4
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                           for v in area)
+                or area[2] < area[0] or area[3] < area[1]):
+            raise ScenarioError("must be [x0, y0, x1, y1] in metres, x0 <= x1, y0 <= y1",
+                                "mobility.area")
+        area = tuple(float(v) for v in area)
+    out["area"] = area
+    return out
+
+
+def check_area(mob, area):
+    """Refuse a waypoint area in which random waypoint legs would be too short: a point,
+    or one crossed faster than MIN_CROSSING_S at the top speed (bounds the legs per second).
+
+    Raises:
+        ScenarioError: naming mobility.area (or margin_m when the area is the default).
+    """
+    where = "mobility.area" if mob["area"] is not None else "mobility.margin_m"
+    side = max(area[2] - area[0], area[3] - area[1])
+    if side <= 0 or side / mob["speed_max_mps"] < MIN_CROSSING_S:
+        raise ScenarioError("waypoint area too small: crossing it at speed_max_mps takes "
+                            "under %g s" % MIN_CROSSING_S, where)
 
 
 def _table(d, key):
