@@ -162,7 +162,7 @@ def bridge_step(ctx, board, timeout_s=BRIDGE_TIMEOUT_S, scale=1, say=print):
     async def go():
         h = HostNode(ctx.store, None, ctx.events,
                      clock=lambda: int(time.monotonic() * 1000 * scale))
-        port, sl = attach_board(h, ctx, lambda: board.port_name, EventSink(ctx.events.path),
+        port, sl = attach_board(h, ctx, lambda: board.port_name, EventSink(ctx.events.path, ctx.events.clock),
                                 on_state=on_state)
         task = asyncio.ensure_future(h.run())
         t0 = time.monotonic()

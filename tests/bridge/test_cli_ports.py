@@ -47,12 +47,14 @@ def test_port_choice():
 
 def test_event_sink_validates(tmp_path):
     p = tmp_path / "ev.jsonl"
-    s = EventSink(str(p))
+    s = EventSink(str(p), clock=lambda: 1700000000000)
     s('{"v":1,"event":"rx","ts":5,"kind":"goset","length":105}')
     s('{"v":1,"event":"tx","ts":0,"kind":"goset","length":105,"airtime_ms":1}')
+    s('{"v":1,"event":"tx","ts":1600000000000,"kind":"goset","length":105,"airtime_ms":1}')
     s("not json")
     s("[1,2]")
     lines = [json.loads(l) for l in p.read_text().splitlines()]
-    assert [l["event"] for l in lines] == ["rx", "tx"]
-    assert lines[0]["ts"] == 5 and lines[1]["ts"] > 0      # board without clock: stamped
+    assert [l["event"] for l in lines] == ["rx", "tx", "tx"]
+    # uptime-only stamps (board not yet given TIME) get the host's clock; real ones stay
+    assert [l["ts"] for l in lines] == [1700000000000, 1700000000000, 1600000000000]
     assert s.bad == 2

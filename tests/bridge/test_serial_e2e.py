@@ -9,8 +9,11 @@ from bridge_device import Device, Noise
 from bridge_helpers import has_all, host, wait_for
 
 
+HOST_NOW_MS = 1767225600000   # what the host's clock says when the board connects
+
+
 async def _attach(h, resolve):
-    port = BoardPort(h)
+    port = BoardPort(h, clock=lambda: HOST_NOW_MS)
     sl = SerialLink(resolve, port.on_message, loop=asyncio.get_running_loop(),
                     hello=link.hello("host", "test"), reconnect_s=0.2)
     port.link = sl
@@ -49,8 +52,10 @@ def _run(noise=None, entries=6):
             assert _same_feed(h.store, dev.store, df, entries + 1)
             assert _same_feed(dev.store, h.store, hf, entries)
             assert port.device is not None and port.device["fid"] == df.hex()
-            # a status request is answered through the link
+            # a status request is answered through the link; the board's HELLO got the
+            # host's time (with noise on, the HELLO itself may be lost)
             if noise is None:
+                assert ("set_epoch", HOST_NOW_MS) in dev.replies
                 got = await port.request(link.status_request)
                 assert got == {"feeds": len(dev.store.feeds())}
             return sl, dev, h, port

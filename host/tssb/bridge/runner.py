@@ -13,15 +13,21 @@ from tssb.bridge.serial_link import BAUD, BoardPort, SerialLink, open_no_reset
 STATUS_EVERY_S = 10.0
 
 
+# A board's "ts" before this (2000-01-01, Unix ms) is its uptime: TIME has not reached it.
+SYNCED_TS_MS = 946684800000
+
+
 class EventSink:
     """Appends board event lines (JSONL, shared schema) to the host's event file.
 
     A line that is not a JSON object with an "event" field is counted and dropped, so a
-    confused board cannot write garbage into the log the Spark ingest reads.
+    confused board cannot write garbage into the log the Spark ingest reads. Lines from a
+    board whose clock was not yet set (no "ts", or uptime-only) are stamped with `clock`.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, clock=None):
         self.path = path
+        self.clock = clock or (lambda: int(time.time() * 1000))
         self.written = 0
         self.bad = 0
         self._lock = threading.Lock()
@@ -35,8 +41,9 @@ class EventSink:
         if not ok:
             self.bad += 1
             return
-        if "ts" not in rec or not rec["ts"]:
-            rec["ts"] = int(time.time() * 1000)   # a board without wall clock
+        ts = rec.get("ts")
+        if not isinstance(ts, int) or ts < SYNCED_TS_MS:
+            rec["ts"] = int(self.clock())
             line = json.dumps(rec)
         with self._lock:
             with open(self.path, "a", encoding="utf-8") as f:
@@ -55,7 +62,7 @@ def attach_board(h, ctx, resolve, on_event, baud=BAUD, on_state=None):
     Returns:
         (BoardPort, SerialLink).
     """
-    port = BoardPort(h, on_event=on_event)
+    port = BoardPort(h, on_event=on_event, clock=ctx.events.clock)
     sl = SerialLink(resolve, port.on_message, loop=asyncio.get_running_loop(),
                     hello=link.hello("host", ctx.events.node, fid=ctx.identity.public.hex()),
                     opener=lambda p: open_no_reset(p, baud), on_state=on_state)
@@ -83,7 +90,7 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
     h = HostNode(ctx.store, ctx.identity, ctx.events)
     tasks = [asyncio.ensure_future(h.run())]
     sl = port = server = None
-    sink = EventSink(ctx.events.path)
+    sink = EventSink(ctx.events.path, ctx.events.clock)
     if resolve is not None:
         port, sl = attach_board(h, ctx, resolve, sink, baud, _dedup(say))
     if ws_listen is not None:

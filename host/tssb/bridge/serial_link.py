@@ -150,11 +150,14 @@ class BoardPort:
     """A HostNode port for a SerialLink: packets to the board go out as link TX frames.
 
     Incoming RX/TX messages reach the node; EVENT lines go to `on_event`; replies to
-    status/config requests resolve the futures of `request()`.
+    status/config requests resolve the futures of `request()`. A board has no wall clock:
+    when it says HELLO (after every connect or reset) it gets TIME from `clock`
+    (function() -> Unix ms; None: not sent), so its event lines carry real timestamps.
     """
 
-    def __init__(self, hostnode, serial_link=None, on_event=None, name="serial"):
+    def __init__(self, hostnode, serial_link=None, on_event=None, name="serial", clock=None):
         self.name = name
+        self.clock = clock
         self.hostnode = hostnode
         self.link = serial_link
         self.on_event = on_event
@@ -181,6 +184,9 @@ class BoardPort:
                 self.on_event(m[1])
         elif kind == "hello":
             self.device = m[1]
+            if self.clock is not None and self.link is not None:
+                self._rid = self._rid % 255 + 1   # the board's REPLY is not waited for
+                self.link.write(link.time_sync(self._rid, int(self.clock())))
         elif kind in ("reply", "status", "error"):
             fut = self._waiting.pop(m[1], None)
             if fut is not None and not fut.done():
