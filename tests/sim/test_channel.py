@@ -9,6 +9,8 @@ from tinyssb.frames import add_crc
 from tssb.sim import phy
 from tssbfw.airtime import plan_airtime_ms
 
+from tssb.sim import Simulator, scenario
+
 from sim_helpers import quiet_sim
 
 FRAME_A = add_crc(b"A" * 7 + b"payload-a")
@@ -211,3 +213,26 @@ def test_partial_overlap_ending_before_the_next_leaves_the_frame():
     sim.transmit(2, FRAME_C, 100 + air_b)
     sim.run()
     assert outcomes(sim, 3)[0] == "ok"
+
+
+def test_board_still_powered_off_neither_receives_nor_transmits():
+    sc = scenario.from_dict({
+        "name": "t", "seed": 5, "region": "US915.a", "duration_s": 30,
+        "stop_when_converged": False, "boot_spread_s": 20,
+        "topology": {"kind": "positions", "positions": [[0, 0], [100, 0], [200, 0]]},
+        "radio": {"shadowing_sigma_db": 0.0}, "authors": {"nodes": [0]},
+        "posts": {"per_author": 0, "start_s": 20}})
+    sim = Simulator(sc, trace=True)
+    boot = sim.boot_ms
+    assert len(set(boot)) == 3 and all(0 <= t < 20000 for t in boot)
+    late = max(range(3), key=lambda i: boot[i])
+    sim.run()
+    # others were on air before the late board was on, yet it heard nothing before it
+    heard = [t for t, _, dst, _ in sim.trace if dst == late]
+    assert heard and min(heard) > boot[late]
+    assert any(end < boot[late] for end, src, _, _ in sim.trace if src != late)
+    # and no board sent before it was on
+    first_tx = {}
+    for end, src, _, _ in sim.trace:
+        first_tx.setdefault(src, end)
+    assert all(first_tx[i] > boot[i] for i in first_tx)

@@ -119,6 +119,8 @@ def test_line_and_grid_hops():
     ({"radio": {"loss": 2}}, "radio.loss"),
     ({"duration_s": -1}, "duration_s"),
     ({"seed": "x"}, "seed"),
+    ({"boot_spread_s": -1}, "boot_spread_s"),
+    ({"boot_spread_s": 40, "posts": {"start_s": 30}}, "boot_spread_s"),
 ])
 def test_bad_scenarios_are_refused_with_the_key(bad, where):
     with pytest.raises(ScenarioError) as e:

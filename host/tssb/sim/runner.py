@@ -113,8 +113,13 @@ class Simulator:
         self._posts_left = 0
         self.converge_ms = None
         self._schedule_posts(random.Random("%d/posts" % seed))
+        # Boards power on at different times (a node's timers start at its first tick),
+        # so the deployed 20 s full claims of different boards do not all collide.
+        spread = scenario.get("boot_spread_ms", 0)
+        boot_rnd = random.Random("%d/boot" % seed)
+        self.boot_ms = [boot_rnd.randrange(spread) if spread else 0 for _ in range(n)]
         for b in self.boards:
-            self._wake(b, 0)
+            self._wake(b, self.boot_ms[b.index])
 
     # -- set-up ----------------------------------------------------------------------
 
@@ -325,7 +330,10 @@ class Simulator:
         rxs = []
         neigh = (self.neigh[b.index] if self.mobility is None
                  else self._neighbours_at(b.index, now))
+        boot = self.boot_ms
         for j, rssi in neigh:
+            if boot[j] > now:
+                continue   # still powered off: neither receives nor interferes with
             if fade:
                 rssi -= self.fade_rnd.gauss(0.0, fade)
             rx = _Rx(j, rssi, end)
@@ -407,6 +415,7 @@ class Simulator:
         return {
             "scenario": self.sc["name"], "seed": self.sc["seed"], "plan": self.plan["name"],
             "nodes": self.n, "end_ms": self.now, "goset_ms": self.goset_ms,
+            "boot_spread_ms": self.sc.get("boot_spread_ms", 0),
             "converged": self.converge_ms is not None, "converge_ms": self.converge_ms,
             "posts": len(self.posts),
             "frames": sum(v["frames"] for v in self.by_kind.values()),

@@ -5,6 +5,7 @@
     region = "EU868.a"            # a firmware region plan (tssbfw.regions)
     duration_s = 3600             # virtual time limit
     stop_when_converged = true    # end once every post reached every node
+    boot_spread_s = 0             # boards power on at random times in [0, spread)
 
     [topology]                    # kind: line | grid | random | positions
     kind = "grid"
@@ -51,8 +52,8 @@ MAX_SPEED_MPS = 100.0           # faster than any road vehicle a board rides on
 MIN_CROSSING_S = 1.0            # speed_max / area side: at most about one waypoint leg
                                 # per node per virtual second, fewer than a board's frames
 
-_TOP = {"name", "seed", "region", "duration_s", "stop_when_converged", "topology", "radio",
-        "authors", "posts", "mobility"}
+_TOP = {"name", "seed", "region", "duration_s", "stop_when_converged", "boot_spread_s",
+        "topology", "radio", "authors", "posts", "mobility"}
 _RADIO = {"d0_m": phy.D0_M, "pl_d0_db": phy.PL_D0_DB,
           "path_loss_exponent": phy.PATH_LOSS_EXPONENT,
           "shadowing_sigma_db": phy.SHADOWING_SIGMA_DB, "capture_db": phy.CAPTURE_DB,
@@ -119,6 +120,11 @@ def from_dict(d):
         raise ScenarioError("duplicate node index", "authors.nodes")
     out["authors"] = list(alist)
     out["posts"] = _posts(_table(d, "posts"), len(alist))
+    spread = _num(d, "boot_spread_s", 0, "boot_spread_s", 0, MAX_DURATION_S)
+    if spread * 1000 > out["posts"]["start_ms"]:
+        raise ScenarioError("must not exceed posts.start_s (authors post once powered on)",
+                            "boot_spread_s")
+    out["boot_spread_ms"] = int(spread * 1000)
     out["mobility"] = _mobility(_table(d, "mobility"), n)
     return out
 
