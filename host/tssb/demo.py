@@ -323,8 +323,10 @@ def summary_lines(summary, out):
                         br["frames_up"] + br["frames_down"], br["bytes_up"] + br["bytes_down"]))
     h = summary.get("hosts")
     if h is not None:
-        lines.append("  SETU      %d round(s), %d bytes B->A, %d bytes A->B (%s mode); stores "
-                     "equal: %s" % (h["rounds"], h["bytes_b_to_a"], h["bytes_a_to_b"], h["mode"],
+        how = ("%d IBF round(s)" % h["rounds"]) if h["rounds"] else \
+            "no IBF round: the cost model picks a whole-set transfer"
+        lines.append("  SETU      %s mode (%s), %d bytes B->A, %d bytes A->B; stores "
+                     "equal: %s" % (h["mode"], how, h["bytes_b_to_a"], h["bytes_a_to_b"],
                                     "yes" if h["ok"] else "NO"))
     sp = summary.get("spark")
     lines.append("  report    " + (sp["report"] if sp else "not built (Spark step skipped)"))
