@@ -2,7 +2,9 @@
 peers to the same feeds.
 
 Cases: n common feeds (10, 100) of 20 entries each; peer B misses m entries (1, 10, 100)
-at the ends of random feeds. The three protocols run on exactly the same feed data, each
+at the ends of random feeds. One more case has side-chained posts (n=10, m=10, chain20
+entries of 300 content bytes: 3 chunks each), and the stores must then also hold the
+same chunks. The three protocols run on exactly the same feed data, each
 on fresh copies of the two stores, over `tssb.channel.memory_pair` with their own drivers:
 
   clock  SyncMachine "feeds" mode (protocol 3), `tssb.clock.driver.run_sync`.
@@ -10,14 +12,16 @@ on fresh copies of the two stores, over `tssb.channel.memory_pair` with their ow
          176-byte element per entry: FID, SEQ, PREV, PKT), B initiates.
   naive  measured here: both send VECTOR (every FID with its front seq), then each sends
          the entries the other lacks as 176-byte feed events (FID, SEQ, PREV, PKT; same
-         self-checking form as the other two ship) in ENTRIES messages, the last one LAST.
+         self-checking form as the other two ship), each followed by a chunk count and its
+         side-chain chunks, in ENTRIES messages, the last one LAST.
 
 Bytes are the protocol messages both ways (session framing and encryption, equal for all
 three, not counted). Round trips = ceil(depth / 2), where depth is the longest causal chain
 of one-way messages: a message sent while handling a received one is one deeper than every
 message received so far. After every run both stores must hold the same feeds with all
-entries. Per-message-type byte counts show where each protocol's bytes go; clock NODES are
-split into LEAF nodes (the events themselves) and tree nodes (INNER/KEYED/FORK/unknown).
+entries and chunks. Per-message-type byte counts show where each protocol's bytes go; clock
+NODES are split into LEAF nodes (the events themselves) and tree nodes (INNER/KEYED/FORK/
+unknown), and side-chain chunks inside events are counted apart ("chunks").
 
 To tag messages with their depth, the bench wraps each machine's start/receive (the SETU
 driver builds its Reconciler itself, so its name is patched in the driver for the run).
@@ -50,49 +54,68 @@ from tssb.setu.tinyssb_elements import StoreSource, mid_of
 ENTRIES = 20
 CLOCK_N, CLOCK_K = 128, 4
 CLOCK_NAMES = {S.HELLO: "HELLO", S.FILTER: "FILTER", S.STATUS: "STATUS", S.EVENTS: "EVENTS",
-               S.REQ: "REQ", S.NODES: "NODES", S.NOTCOMMON: "NOTCOMMON", S.ENDR: "ENDR",
-               S.ERROR: "ERROR"}
+               S.REQ: "REQ", S.REQC: "REQC", S.NODES: "NODES", S.NOTCOMMON: "NOTCOMMON",
+               S.ENDR: "ENDR", S.ERROR: "ERROR"}
 
 
 # -- data ---------------------------------------------------------------------------------
 
-def make_feeds(n):
+def make_feeds(n, post=0):
+    """n feeds of ENTRIES entries as (event, chunks): plain48 entries, or with post > 0
+    chain20 entries of `post` content bytes (side chain of ceil((post - 27) / 100) chunks)."""
     feeds = []
     for i in range(n):
         seed = hashlib.sha256(b"bench%d" % i).digest()
         fid = crypto.publickey(seed)
-        prev, raws = fid[:20], []
+        prev, items = fid[:20], []
         for seq in range(1, ENTRIES + 1):
-            pkt, mid = E.make_entry(seed, seq, prev, b"bench %d %d" % (i, seq))
-            raws.append(E.feed_event_bytes(fid, seq, prev, pkt))
+            text = b"bench %d %d" % (i, seq)
+            if post:
+                content = ((text + b" ") * post)[:post]
+                pkt, mid, chunks = E.make_chain_entry(seed, seq, prev, content)
+            else:
+                (pkt, mid), chunks = E.make_entry(seed, seq, prev, text), []
+            items.append((E.feed_event_bytes(fid, seq, prev, pkt), chunks))
             prev = mid
-        feeds.append(raws)
+        feeds.append(items)
     return feeds
 
 
-def append_event(store, raw):
-    ev = E.parse_feed_event(raw)      # validates DMX and signature
+def append_event(store, raw, chunks=()):
+    """Append a feed event and its chunks (checked against the entry's hash chain)."""
+    ev = E.parse_feed_event(raw, chunks)      # validates DMX, signature, chunk hashes
     store.add_feed(ev.key)
     top, mid = store.front(ev.key)
     if ev.seq != top + 1 or raw[36:56] != mid:
         raise ValueError("event does not extend the log")
     store.append(ev.key, ev.seq, raw[56:], ev.eid)
+    for cnr, c in enumerate(ev.chunks):
+        store.put_chunk(ev.key, ev.seq, cnr, c)
 
 
 def stores(feeds, cut):
-    """A holds every entry, B misses the last cut[i] entries of feed i."""
+    """A holds every entry and chunk, B misses the last cut[i] entries of feed i."""
     a, b = MemStore(), MemStore()
-    for i, raws in enumerate(feeds):
-        for raw in raws:
-            append_event(a, raw)
-        for raw in raws[:ENTRIES - cut[i]]:
-            append_event(b, raw)
+    for i, items in enumerate(feeds):
+        for raw, chunks in items:
+            append_event(a, raw, chunks)
+        for raw, chunks in items[:ENTRIES - cut[i]]:
+            append_event(b, raw, chunks)
     return a, b
 
 
 def same_feeds(a, b):
+    """Both stores hold every entry and every chunk, byte for byte."""
     fa = sorted((f, a.front(f)) for f in a.feeds())
-    return fa == sorted((f, b.front(f)) for f in b.feeds()) and all(s == ENTRIES for _, (s, _m) in fa)
+    if fa != sorted((f, b.front(f)) for f in b.feeds()) or any(s != ENTRIES for _, (s, _m) in fa):
+        return False
+    for f, _ in fa:
+        for seq in range(1, ENTRIES + 1):
+            n = a.chunk_count(f, seq)
+            if n != b.chunk_count(f, seq) or n != E.chain_chunks(a.entry(f, seq)) or any(
+                    a.chunk(f, seq, c) != b.chunk(f, seq, c) for c in range(n)):
+                return False
+    return True
 
 
 # -- tracing: bytes per message type and causal depth --------------------------------------
@@ -165,17 +188,24 @@ class TracedChannel:
 
 
 def classify_clock(msg):
-    """(name, bytes) parts of a clock message; NODES split into LEAF and tree nodes."""
+    """(name, bytes) parts of a clock message: NODES split into LEAF and tree nodes, the
+    side-chain chunks inside events (EVENTS or LEAF) counted apart as "chunks"."""
     t = msg[0]
-    if t != S.NODES:
+    if t not in (S.NODES, S.EVENTS):
         return [(CLOCK_NAMES.get(t, "?%d" % t), len(msg))]
     r = Reader(msg)
     r.byte()
     cnt = r.uint()
-    leaf = tree = 0
+    leaf = tree = chunks = 0
+
+    def item():
+        r.blob()
+        j = r.uint()
+        r.take(j * E.CHUNK_LEN)
+        return j * E.CHUNK_LEN
     for _ in range(cnt):
         p0 = r.pos
-        tag = r.byte()
+        tag = D.T_LEAF if t == S.EVENTS else r.byte()
         if tag == D.T_INNER:
             r.take(64)
         elif tag in (D.T_FORK, S.N_UNKNOWN):
@@ -184,11 +214,15 @@ def classify_clock(msg):
             r.blob()
             r.take(32)
         elif tag == D.T_LEAF:
-            r.blob()
-            leaf += r.pos - p0
+            c = item()
+            chunks += c
+            leaf += r.pos - p0 - c
             continue
         tree += r.pos - p0
-    return [("NODES_header", r.pos - leaf - tree), ("NODES_leaf", leaf), ("NODES_tree", tree)]
+    if t == S.EVENTS:
+        return [("EVENTS", r.pos - chunks), ("chunks", chunks)]
+    return [("NODES_header", r.pos - leaf - tree - chunks), ("NODES_leaf", leaf),
+            ("NODES_tree", tree), ("chunks", chunks)]
 
 
 def classify_setu(msg):
@@ -212,9 +246,11 @@ def run_clock(a, b):
         return await asyncio.gather(run_sync(ca, ma), resp())
     sa, sb = asyncio.run(main())
     assert sa["ok"] and sb["ok"], (sa, sb)
-    return tr, {"status_rounds": sa["rounds"],
-                "proactive_events": ma.stats["events_sent"] + mb.stats["events_sent"],
-                "descent_nodes": ma.stats["nodes_recv"] + mb.stats["nodes_recv"]}
+    st = lambda key: ma.stats[key] + mb.stats[key]   # noqa: E731
+    return tr, {"status_rounds": sa["rounds"], "proactive_events": st("events_sent"),
+                "descent_nodes": st("nodes_recv"), "pulls": st("pulls"),
+                "pulls_skipped": st("pulls_skipped"), "events_dup": st("events_dup"),
+                "pended": st("pended"), "chunks_moved": st("chunks_recv")}
 
 
 def run_setu(a, b):
@@ -239,12 +275,12 @@ def run_setu(a, b):
 
 
 VECTOR, ENTRIES_MSG, LAST = 1, 2, 3
-NAIVE_NAMES = {VECTOR: "VECTOR", ENTRIES_MSG: "ENTRIES", LAST: "ENTRIES"}
 
 
 class Naive:
     """Sans-IO naive sync: VECTOR = varint n, (FID 32, seq 4) * n; then ENTRIES* and LAST =
-    varint c, event(176) * c, carrying every entry the peer's vector shows it lacks."""
+    varint c, (event(176), varint j, chunk(120) * j) * c, carrying every entry the peer's
+    vector shows it lacks with the chunks of its side chain."""
 
     def __init__(self, store):
         self.store = store
@@ -274,7 +310,10 @@ class Naive:
                 prev = mid_at(self.store, fid, seq)
                 for s in range(seq + 1, top + 1):
                     pkt = self.store.entry(fid, s)
-                    events.append(E.feed_event_bytes(fid, s, prev, pkt))
+                    chunks = [self.store.chunk(fid, s, c)
+                              for c in range(self.store.chunk_count(fid, s))]
+                    events.append(E.feed_event_bytes(fid, s, prev, pkt) + varint(len(chunks)) +
+                                  b"".join(chunks))
                     prev = mid_of(fid, s, prev, pkt)
             out = []
             for i in range(0, max(len(events), 1), S.MAX_BATCH):
@@ -284,9 +323,24 @@ class Naive:
             self.sent_last = True
             return out
         for _ in range(r.uint()):
-            append_event(self.store, r.take(E.FEED_EVENT_LEN))
+            raw = r.take(E.FEED_EVENT_LEN)
+            append_event(self.store, raw, [r.take(E.CHUNK_LEN) for _ in range(r.uint())])
         self.got_last = t == LAST
         return []
+
+
+def classify_naive(msg):
+    if msg[0] == VECTOR:
+        return [("VECTOR", len(msg))]
+    r = Reader(msg)
+    r.byte()
+    chunks = 0
+    for _ in range(r.uint()):
+        r.take(E.FEED_EVENT_LEN)
+        j = r.uint()
+        r.take(j * E.CHUNK_LEN)
+        chunks += j * E.CHUNK_LEN
+    return [("ENTRIES", len(msg) - chunks), ("chunks", chunks)]
 
 
 def mid_at(store, fid, seq):
@@ -306,7 +360,7 @@ async def naive_driver(channel, machine):
 
 
 def run_naive(a, b):
-    tr = Trace(lambda msg: [(NAIVE_NAMES[msg[0]], len(msg))])
+    tr = Trace(classify_naive)
     ca, ea, cb, eb = tr.ends()
     na, nb = ea.wrap(Naive(a)), eb.wrap(Naive(b))
 
@@ -321,50 +375,64 @@ PROTOCOLS = (("naive", run_naive), ("clock", run_clock), ("setu", run_setu))
 
 # -- main ----------------------------------------------------------------------------------
 
+def cuts(rng, n, m):
+    """Remove m entries from the ends of random feeds: entries cut per feed."""
+    cut = [0] * n
+    for _ in range(m):
+        i = rng.randrange(n)
+        while cut[i] >= ENTRIES:
+            i = rng.randrange(n)
+        cut[i] += 1
+    return cut
+
+
+def run_case(case, feeds, cut):
+    m = sum(cut)
+    payload = sum(len(raw) + len(chunks) * E.CHUNK_LEN
+                  for f, c in zip(feeds, cut) for raw, chunks in f[ENTRIES - c:])
+    res = {}
+    for name, run in PROTOCOLS:
+        a, b = stores(feeds, cut)
+        t0 = time.perf_counter()
+        tr, extra = run(a, b)
+        dt = time.perf_counter() - t0
+        assert same_feeds(a, b), (name, case)
+        total = tr.bytes["ab"] + tr.bytes["ba"]
+        res[name] = (total, (tr.depth + 1) // 2, dt)
+        line = {"bench": "clock_sync", "case": case, "protocol": name, "bytes": total,
+                "bytes_a_to_b": tr.bytes["ab"], "bytes_b_to_a": tr.bytes["ba"],
+                "msgs": tr.msgs, "depth": tr.depth, "round_trips": (tr.depth + 1) // 2,
+                "missing_entries": m, "payload_bytes": payload,
+                "by_type": dict(sorted((tr.by_type["ab"] + tr.by_type["ba"]).items())),
+                "by_type_a_to_b": dict(sorted(tr.by_type["ab"].items())),
+                "by_type_b_to_a": dict(sorted(tr.by_type["ba"].items())),
+                "seconds": round(dt, 3)}
+        line.update(extra)
+        if name != "naive":
+            line["ratio_naive"] = round(total / res["naive"][0], 3)
+        print(json.dumps(line), flush=True)
+    print(json.dumps({
+        "bench": "clock_sync_summary", "case": case,
+        "naive_bytes": res["naive"][0], "clock_bytes": res["clock"][0],
+        "setu_bytes": res["setu"][0],
+        "clock_over_naive": round(res["clock"][0] / res["naive"][0], 3),
+        "setu_over_naive": round(res["setu"][0] / res["naive"][0], 3),
+        "clock_over_setu": round(res["clock"][0] / res["setu"][0], 3),
+        "round_trips": {k: v[1] for k, v in res.items()},
+        "seconds_over_naive": {k: round(v[2] / res["naive"][2], 1) for k, v in res.items()
+                               if k != "naive"},
+    }), flush=True)
+
+
 def main():
     rng = random.Random(1)
     for n in (10, 100):
         feeds = make_feeds(n)
         for m in (1, 10, 100):
-            cut = [0] * n
-            for _ in range(m):   # remove m entries from the ends of random feeds
-                i = rng.randrange(n)
-                while cut[i] >= ENTRIES:
-                    i = rng.randrange(n)
-                cut[i] += 1
-            case = "n=%d,m=%d" % (n, m)
-            res = {}
-            for name, run in PROTOCOLS:
-                a, b = stores(feeds, cut)
-                t0 = time.perf_counter()
-                tr, extra = run(a, b)
-                dt = time.perf_counter() - t0
-                assert same_feeds(a, b), (name, case)
-                total = tr.bytes["ab"] + tr.bytes["ba"]
-                res[name] = (total, (tr.depth + 1) // 2, dt)
-                line = {"bench": "clock_sync", "case": case, "protocol": name, "bytes": total,
-                        "bytes_a_to_b": tr.bytes["ab"], "bytes_b_to_a": tr.bytes["ba"],
-                        "msgs": tr.msgs, "depth": tr.depth, "round_trips": (tr.depth + 1) // 2,
-                        "payload_bytes": m * E.FEED_EVENT_LEN,
-                        "by_type": dict(sorted((tr.by_type["ab"] + tr.by_type["ba"]).items())),
-                        "by_type_a_to_b": dict(sorted(tr.by_type["ab"].items())),
-                        "by_type_b_to_a": dict(sorted(tr.by_type["ba"].items())),
-                        "seconds": round(dt, 3)}
-                line.update(extra)
-                if name != "naive":
-                    line["ratio_naive"] = round(total / res["naive"][0], 3)
-                print(json.dumps(line), flush=True)
-            print(json.dumps({
-                "bench": "clock_sync_summary", "case": case,
-                "naive_bytes": res["naive"][0], "clock_bytes": res["clock"][0],
-                "setu_bytes": res["setu"][0],
-                "clock_over_naive": round(res["clock"][0] / res["naive"][0], 3),
-                "setu_over_naive": round(res["setu"][0] / res["naive"][0], 3),
-                "clock_over_setu": round(res["clock"][0] / res["setu"][0], 3),
-                "round_trips": {k: v[1] for k, v in res.items()},
-                "seconds_over_naive": {k: round(v[2] / res["naive"][2], 1) for k, v in res.items()
-                                       if k != "naive"},
-            }), flush=True)
+            run_case("n=%d,m=%d" % (n, m), feeds, cuts(rng, n, m))
+    # Side-chained posts: 300-byte contents, 3 chunks per entry (SETU ships them as chunk
+    # elements, the clock inside its events, naive after each entry).
+    run_case("n=10,m=10,post=300", make_feeds(10, 300), cuts(random.Random(2), 10, 10))
 
 
 if __name__ == "__main__":

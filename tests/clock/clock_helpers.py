@@ -1,5 +1,7 @@
-"""Builders for clock tests: feeds with real signed entries, forks, two repos."""
+"""Builders for clock tests: feeds with real signed entries (plain or side-chained),
+forks, two repos, and an in-memory pump that runs two machines without a driver."""
 import asyncio
+import collections
 import hashlib
 import sqlite3
 
@@ -23,6 +25,7 @@ class Feed:
         self.seed = seed_of(name)
         self.fid = crypto.publickey(self.seed)
         self.raws = []          # main branch feed events
+        self.chunks = {}        # seq -> side chain of a chain20 entry
 
     def entry(self, seq, prev, payload):
         pkt, mid = E.make_entry(self.seed, seq, prev, payload)
@@ -36,13 +39,34 @@ class Feed:
             self.raws.append(raw)
         return self
 
+    def post(self, content):
+        """Append a chain20 entry holding `content` (its chunks in self.chunks)."""
+        seq = len(self.raws) + 1
+        prev = self.fid[:20] if seq == 1 else E.parse_feed_event(self.raws[-1]).eid
+        pkt, _, chunks = E.make_chain_entry(self.seed, seq, prev, content)
+        self.raws.append(E.feed_event_bytes(self.fid, seq, prev, pkt))
+        self.chunks[seq] = chunks
+        return self
 
-def put(store, raws):
-    """Append feed events to a MemStore (in order)."""
+
+def put(store, raws, chunks=None):
+    """Append feed events to a store (in order); `chunks`: seq -> side chain to store too."""
     for raw in raws:
         ev = E.parse_feed_event(raw)
         store.add_feed(ev.key)
         store.append(ev.key, ev.seq, raw[56:], ev.eid)
+        for cnr, c in enumerate((chunks or {}).get(ev.seq, ())):
+            store.put_chunk(ev.key, ev.seq, cnr, c)
+
+
+def stored_chains(store, fid):
+    """{seq: [chunks]} of every entry of a feed in a store."""
+    out = {}
+    seq = 1
+    while store.entry(fid, seq) is not None:
+        out[seq] = [store.chunk(fid, seq, c) for c in range(store.chunk_count(fid, seq))]
+        seq += 1
+    return out
 
 
 def feed_repo(n=128, k=4):
@@ -74,3 +98,31 @@ def digest_of(repo, keys):
     m = SyncMachine(repo, "feeds", n=repo.n, k=repo.k)
     m._set_scope(keys)
     return m.digest()
+
+
+def stamp_of(repo, keys):
+    """The summed stamp a feeds-mode machine would send for `keys`."""
+    m = SyncMachine(repo, "feeds", n=repo.n, k=repo.k)
+    m._set_scope(keys)
+    return m._snapshot()[1]
+
+
+def pump(ma, mb, hook=None):
+    """Run two machines against each other in memory, in order per direction (ma starts,
+    mb answers its HELLO as the driver's responder does). `hook(src, msg)` ("a" or "b")
+    returns the messages to deliver instead of msg. Stops when nothing is in flight;
+    ClockError from a machine propagates."""
+    hook = hook or (lambda src, msg: [msg])
+    to_b, to_a = collections.deque(ma.start()), collections.deque()
+    started = False
+    while to_a or to_b:
+        if to_b:
+            for m in hook("a", to_b.popleft()):
+                reply = mb.receive(m)
+                if not started:
+                    started = True
+                    reply = mb.start() + reply
+                to_a.extend(reply)
+        if to_a:
+            for m in hook("b", to_a.popleft()):
+                to_b.extend(ma.receive(m))

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import threading
+import time
 
 import pytest
 
@@ -73,11 +74,18 @@ def digest(ctx, fids):
     return m.digest()
 
 
-def sync_events(ctx):
-    if not os.path.exists(ctx.events.path):
-        return []
-    with open(ctx.events.path) as f:
-        return [e for e in map(json.loads, f) if e["event"] == "sync_done"]
+def sync_events(ctx, wait=0):
+    """`sync_done` events of a host. The server writes its own after the client may have
+    returned, so `wait` > 0 polls (bounded) until that many are there."""
+    deadline = time.monotonic() + 20
+    while True:
+        done = []
+        if os.path.exists(ctx.events.path):
+            with open(ctx.events.path) as f:
+                done = [e for e in map(json.loads, f) if e["event"] == "sync_done"]
+        if len(done) >= wait or time.monotonic() > deadline:
+            return done
+        time.sleep(0.01)
 
 
 def test_feeds_mode_with_gaps_on_both_sides_and_a_fork(hosts, capsys):
@@ -111,7 +119,7 @@ def test_feeds_mode_with_gaps_on_both_sides_and_a_fork(hosts, capsys):
         got = {row[1]: forks.parse_join(row[5]) for row in repo.joins(forked.fid)}
         assert sorted(got) == sorted([me.identity.public, peer.identity.public])
         assert all(forks.check_join(j, repo.load(forked.fid)) for j in got.values())
-        done, = sync_events(me)
+        done, = sync_events(me, wait=1)
         assert done["ok"] and done["proto"] == "clock" and done["mode"] == "feeds"
         assert done["peer"] == peer.identity.public.hex()
 
@@ -155,7 +163,7 @@ def test_entity_mode_fetches_one_feed(hosts, capsys):
     assert "clock sync (entity)" in out and "events sent=0 recv=7" in out
     assert b.store.front(wanted.fid)[0] == 7 and not b.store.has_feed(other.fid)
     assert digest(a, [wanted.fid]) == digest(b, [wanted.fid])
-    assert [e["mode"] for e in sync_events(a)] == ["entity"]
+    assert [e["mode"] for e in sync_events(a, wait=1)] == ["entity"]
 
 
 def test_unknown_client_is_refused(hosts, tmp_path, capsys):

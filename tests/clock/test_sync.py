@@ -156,7 +156,7 @@ async def _bad_peer(raw_event):
     await cb.send(hello)
     bad = bytearray(raw_event)
     bad[-3] ^= 0x40
-    await cb.send(bytes([EVENTS]) + varint(1) + varint(len(bad)) + bytes(bad))
+    await cb.send(bytes([EVENTS]) + varint(1) + varint(len(bad)) + bytes(bad) + varint(0))
     return await task
 
 

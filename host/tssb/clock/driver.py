@@ -28,7 +28,8 @@ async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain
             were added (starts a new round), None to end the session.
     Returns:
         dict with the `sync_done` fields plus trips, joins_sent, joins_recv, forks_found
-        (fork proofs found in arriving events) and joins_made (our own new joins).
+        (fork proofs found in arriving events), joins_made (our own new joins),
+        chunks_sent and chunks_recv (side-chain chunks sent, and stored here).
     """
     proto = "clock"   # the event schema's protocol name; the mode goes into `mode`
     peer_hex = peer.hex() if isinstance(peer, (bytes, bytearray)) else str(peer)
@@ -104,6 +105,7 @@ async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain
         "duration_ms": int((time.monotonic() - t0) * 1000), "ok": ok, "reason": reason,
         "joins_sent": machine.stats["joins_sent"], "joins_recv": machine.stats["joins_recv"],
         "forks_found": len(machine.forks_found), "joins_made": len(machine.joins_made),
+        "chunks_sent": machine.stats["chunks_sent"], "chunks_recv": machine.stats["chunks_recv"],
     }
     if events is not None:
         events.emit("sync_done", **{k: v for k, v in summary.items() if k in LOG_FIELDS})

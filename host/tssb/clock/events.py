@@ -13,6 +13,11 @@ Two kinds, both carrying their own proof so a receiver checks every event on arr
   SHA256(all bytes)[0:20]. The root event of a thread has ROOT = 20 zero bytes and no
   prevs; the thread is named by the root's id. (On a tinySSB node such an event is the
   content of a log entry in the author's feed; this package keeps them in its own table.)
+
+A feed event whose entry is chain20 may travel with the first chunks of its side chain
+(`Event.chunks`): each 120-byte chunk is checked against the hash that names it (the
+entry's pointer for chunk 0, the previous chunk's last 20 bytes after that), so a receiver
+stores only the chain its author signed. Chunks are not part of the event id or digest.
 """
 import hashlib
 
@@ -33,6 +38,11 @@ ZERO_ROOT = bytes(HASH_LEN)
 # 41 chunks on LoRa).
 MAX_PREVS = 64
 MAX_BODY = 4096
+# Side-chain chunks carried by one feed event: 100 chunks (12 000 B, ~10 KB of content).
+# Deployed readers fetch chains up to ~100 KB; the rest of a longer chain is left to the
+# replica's WANT/CHNK or SETU (docs/clock.md).
+MAX_EVENT_CHUNKS = 100
+CHUNK_LEN = tentry.PKT_LEN
 
 
 class Event:
@@ -47,11 +57,14 @@ class Event:
         author: 32-byte public key of the signer.
         ts: timestamp in ms (signed events) or None.
         body: application bytes (signed events) or the entry's payload.
+        chunks: validated side-chain chunks that arrived with a feed event (a prefix of
+            its chain), () otherwise.
     """
-    __slots__ = ("eid", "prevs", "raw", "key", "seq", "author", "ts", "body", "is_root")
+    __slots__ = ("eid", "prevs", "raw", "key", "seq", "author", "ts", "body", "is_root",
+                 "chunks")
 
     def __init__(self, eid, prevs, raw, key, seq=None, author=None, ts=None, body=b"",
-                 is_root=False):
+                 is_root=False, chunks=()):
         self.eid = eid
         self.prevs = prevs
         self.raw = raw
@@ -61,6 +74,7 @@ class Event:
         self.ts = ts
         self.body = body
         self.is_root = is_root
+        self.chunks = chunks
 
     def __repr__(self):
         return "Event(%s)" % self.eid.hex()[:12]
@@ -91,15 +105,62 @@ def make_entry(seed, seq, prev, payload, typ=0):
                         lambda m: crypto.sign(seed, m))
 
 
+def make_chain_entry(seed, seq, prev, content):
+    """Build and sign a chain20 log entry (tests and benchmarks).
+
+    Returns:
+        (pkt, mid, chunks): chunks is the side chain, 120 bytes each.
+    """
+    fid = crypto.publickey(seed)
+    payload, chunks = tentry.chain20(content)
+    pkt, mid = tentry.build(fid, seq, prev, tentry.CHAIN20, payload,
+                            lambda m: crypto.sign(seed, m))
+    return pkt, mid, chunks
+
+
+def chain_chunks(pkt):
+    """Chunks the side chain of an entry has: 0 for plain entries and malformed chains."""
+    if pkt[7] != tentry.CHAIN20:
+        return 0
+    try:
+        return tentry.chain_info(pkt).n_chunks
+    except WireError:
+        return 0
+
+
+def check_chain(pkt, chunks):
+    """Check chunks received with an entry: a prefix of its side chain, hash by hash.
+
+    Raises:
+        ClockError: "chunk_type" (the entry has no side chain), "chunk_count" (more chunks
+            than its chain has), "chunk_len", "chunk_hash" (detail: the chunk's index).
+    """
+    if not chunks:
+        return
+    n = chain_chunks(pkt)
+    if n == 0:
+        raise ClockError("chunk_type")
+    if len(chunks) > n:
+        raise ClockError("chunk_count", (len(chunks), n))
+    expect = bytes(pkt[36:56])        # chain20: the entry's pointer names chunk 0
+    for i, c in enumerate(chunks):
+        if len(c) != CHUNK_LEN:
+            raise ClockError("chunk_len", i)
+        if tentry.chunk_hash(c) != expect:
+            raise ClockError("chunk_hash", i)
+        expect = bytes(c[CHUNK_LEN - HASH_LEN:])
+
+
 def feed_event_bytes(fid, seq, prev, pkt):
     return bytes(fid) + seq.to_bytes(4, "big") + bytes(prev) + bytes(pkt)
 
 
-def parse_feed_event(raw):
-    """Validate a feed event (176 bytes) and return its Event.
+def parse_feed_event(raw, chunks=()):
+    """Validate a feed event (176 bytes) and the chunks that came with it (check_chain);
+    return its Event.
 
     Raises:
-        ClockError: "feed_event_len", "seq", "dmx" or "signature".
+        ClockError: "feed_event_len", "seq", "dmx", "signature", or a check_chain reason.
     """
     if len(raw) != FEED_EVENT_LEN:
         raise ClockError("feed_event_len", len(raw))
@@ -115,7 +176,10 @@ def parse_feed_event(raw):
     except WireError as e:
         raise ClockError("dmx" if e.reason == "bad_dmx" else "signature")
     is_root = seq == 1 and prev == fid[:HASH_LEN]
-    return Event(mid, (prev,), raw, fid, seq=seq, author=fid, body=pkt[8:56], is_root=is_root)
+    chunks = tuple(bytes(c) for c in chunks)
+    check_chain(pkt, chunks)
+    return Event(mid, (prev,), raw, fid, seq=seq, author=fid, body=pkt[8:56], is_root=is_root,
+                 chunks=chunks)
 
 
 # -- signed events ---------------------------------------------------------------------

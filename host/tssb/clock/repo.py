@@ -3,7 +3,9 @@
 * FeedRepo: entities are tinySSB feeds. The linear log lives in the feed store
   (contract 1: `tinyssb.store.MemStore` or the host's SQLite `tssb.store.Store`); entries
   that fork off it (a second entry for a seq) cannot go into an append-only log, so they
-  live in the table `clock_events` of the same database.
+  live in the table `clock_events` of the same database. Side-chain chunks of log entries
+  travel with their entry (`chunks`, `save_chunks`); the store keys chunks by (FID, seq),
+  so a fork entry's chunks are neither kept nor sent.
 * ThreadRepo: entities are threads of signed events (events.py), all in `clock_events`.
   Counter threads are verified on the way in (`admit`), offenders are blocked in
   `clock_blocked`, and messages under Rule 2's temporary block wait in `clock_held`,
@@ -94,6 +96,14 @@ class _Base:
                                (key, self.kind)).fetchall()
         return [r[0] for r in rows]
 
+    def chunks(self, ev):
+        """Side-chain chunks to send with an event (none: only feed entries have them)."""
+        return []
+
+    def save_chunks(self, ev):
+        """Store the chunks that came with an event; returns how many were new."""
+        return 0
+
     def _insert(self, ev):
         self.db.execute("INSERT OR IGNORE INTO clock_events (eid, key, kind, raw) VALUES (?,?,?,?)",
                         (ev.eid, ev.key, self.kind, ev.raw))
@@ -129,8 +139,33 @@ class FeedRepo(_Base):
     def has(self, key):
         return self.store.has_feed(key)
 
-    def parse(self, raw):
-        return E.parse_feed_event(raw)
+    def parse(self, raw, chunks=()):
+        return E.parse_feed_event(raw, chunks)
+
+    def _in_log(self, ev):
+        return self.store.entry(ev.key, ev.seq) == ev.raw[56:]
+
+    def chunks(self, ev):
+        """The chunks we hold of a log entry's side chain, at most E.MAX_EVENT_CHUNKS
+        (an event not in the log, e.g. still pending, keeps those it came with)."""
+        n = min(E.chain_chunks(ev.raw[56:]), E.MAX_EVENT_CHUNKS)
+        if n == 0:
+            return []
+        if not self._in_log(ev):
+            return list(ev.chunks[:n])
+        n = min(n, self.store.chunk_count(ev.key, ev.seq))
+        return [self.store.chunk(ev.key, ev.seq, cnr) for cnr in range(n)]
+
+    def save_chunks(self, ev):
+        """Append the received chunks (validated on parse) that the store lacks to a log
+        entry's side chain. Both are prefixes of the same hash chain, so the new ones
+        continue the stored ones. Returns how many were stored."""
+        if not ev.chunks or not self._in_log(ev):
+            return 0
+        have = self.store.chunk_count(ev.key, ev.seq)
+        for cnr in range(have, len(ev.chunks)):
+            self.store.put_chunk(ev.key, ev.seq, cnr, ev.chunks[cnr])
+        return max(0, len(ev.chunks) - have)
 
     def load(self, fid):
         """EventDAG of a feed: the store's log (trusted, not re-verified) + fork entries."""
@@ -242,7 +277,9 @@ class ThreadRepo(_Base):
         self.db.execute("INSERT OR IGNORE INTO clock_interest (key) VALUES (?)", (bytes(key),))
         self.db.commit()
 
-    def parse(self, raw):
+    def parse(self, raw, chunks=()):
+        if chunks:
+            raise ClockError("chunks")   # signed events have no side chain
         return E.parse_signed_event(raw)
 
     def load(self, key):

@@ -17,18 +17,38 @@ Rounds (both ends symmetric, lock-step, r = 1, 2, ...):
   STATUS(r, stamp, digest)  ->  equal digests: converged (both ends compare the same
                                 pair, so both know); idle until a side starts r+1.
                                 else: proactive EVENTS (events whose stamp is not <= the
-                                peer's), then the Merkle descent: REQ the peer's root if
-                                unknown, NODES answers, REQ children whose hash we do not
-                                hold, down to LEAF nodes, which carry the event itself.
+                                peer's), then the Merkle descent ("pull"): REQ the peer's
+                                root, NODES answers, REQC names the children we do not
+                                hold by their position in that NODES message, down to
+                                LEAF nodes, which carry the event itself.
   ENDR(r)                   ->  sent when our descent has no open request; after both
                                 ENDR(r), STATUS(r+1) re-checks.
+
+Direction: in the first unconverged round after a convergence (or the start) a side pulls
+only when the peer's stamp is not <= its own, i.e. the clocks say the peer holds events
+we lack (spec step 2); the other side's events reach it by its own pull and by the
+proactive step. A wrong skip (a Bloom false positive; a fork branch whose stamp the other
+branch already covers, so stamps are equal and digests not) leaves the digests unequal at
+the next STATUS, and from the second unconverged round on both sides always pull. Both
+ends count unconverged rounds from the same digest pairs, so they agree on it; one side
+pulling alone is fine for ENDR, which only waits for each side's own requests.
+
+Events received before their references arrive wait in `pending`; their leaves count as
+known, so the descent does not fetch them again (the leaf hash names the event by id:
+fetching it again cannot help; what it waits for are other leaves, still fetched).
+
+Side chains: a feed event is sent with the chunks of its side chain the sender holds (at
+most events.MAX_EVENT_CHUNKS), checked hash by hash against the entry on arrival and
+stored with it. Chunks do not enter the digest, so a peer holding an entry without (all)
+its chunks is not completed here: the tinySSB replica's WANT/CHNK or SETU chunk elements
+do that.
 
 A KEYED leaf for a key we do not replicate, or an event of such a key, is a false
 positive of our filter at the peer: we answer NOTCOMMON(keys) and the peer drops them.
 Every node received is checked against the hash we asked for, every event is validated
-(signature, back references) before it is stored, and passed to the repo's `admit` hook
-(ThreadRepo: counter threads are verified by counter.py; an offender's event ends the sync
-with "rejected:<rule>", held messages stay out of the DAG).
+(signature, back references, side-chain chunks) before it is stored, and passed to the
+repo's `admit` hook (ThreadRepo: counter threads are verified by counter.py; an
+offender's event ends the sync with "rejected:<rule>", held messages stay out of the DAG).
 
 Forks (feed modes; spec: "resolve collaboratively a fork in a feed and inform the owner",
 whose open issue leaves the join's content and propagation to us). Equal digests mean
@@ -56,34 +76,46 @@ resolvers per feed (repo.py). Threads mode has no joins (thread forks are normal
 Message layout: one type byte, then fields (varint = unsigned LEB128, blob = varint
 length + bytes):
   HELLO 1: version(1) mode(1) varint n, varint k [blob key]     FILTER 2: keyfilter
-  STATUS 3: varint r, clock, digest(32)                         EVENTS 4: varint c, blob*c
+  STATUS 3: varint r, clock, digest(32)                         EVENTS 4: varint c, item*c
   REQ 5: varint c, hash(32)*c                                   NODES 6: varint c, node*c
   NOTCOMMON 7: varint c, blob*c     ENDR 8: varint r            ERROR 9: blob reason
   JHAVE 10: varint r, varint c, join id(20)*c                   JOINS 11: varint r, varint c, blob*c
   JEND 12: varint r
+  REQC 13: varint ref, bitmap: ref numbers the peer's NODES messages of the session from
+        0; bit i (byte i >> 3, bit i & 7) asks for the i-th child of that message's nodes in
+        order (INNER: l, r; FORK: sub; KEYED: root; LEAF, unknown: none); ceil(children/8)
+        bytes, unused bits 0. At most one REQC per NODES message, within the round.
+  item: blob event, varint j, chunk(120)*j   (j <= events.MAX_EVENT_CHUNKS, feed events)
   node: tag(1) then INNER l(32) r(32) | FORK sub(32) | KEYED blob key, root(32) |
-        LEAF blob event | 0xFF hash(32) (unknown to the sender)
+        LEAF item | 0xFF hash(32) (unknown to the sender)
+EVENTS and NODES are split so a message stays under MAX_MSG_BYTES.
 """
 import os
 import time
 
 from tssb.clock import crypto
 from tssb.clock import dag as D
+from tssb.clock import events as E
 from tssb.clock import forks
 from tssb.clock.bloom import DEFAULT_K, DEFAULT_N, BloomClock, check_params
 from tssb.clock.errors import ClockError
 from tssb.clock.keyfilter import DEFAULT_FPR, SALT_LEN, KeyFilter
 from tssb.clock.wire import Reader, varint
 
-VERSION = 2                  # 2: join phase (JHAVE, JOINS, JEND) after convergence on forks
+# 2: join phase (JHAVE, JOINS, JEND) after convergence on forks; 3: REQC, chunks in event
+# items, pull only towards a peer whose stamp is not <= ours in a first unconverged round.
+VERSION = 3
 MODES = {"entity": 0, "feeds": 1, "threads": 2}
-HELLO, FILTER, STATUS, EVENTS, REQ, NODES, NOTCOMMON, ENDR, ERROR, JHAVE, JOINS, JEND = range(1, 13)
+(HELLO, FILTER, STATUS, EVENTS, REQ, NODES, NOTCOMMON, ENDR, ERROR, JHAVE, JOINS, JEND,
+ REQC) = range(1, 14)
 N_UNKNOWN = 0xFF
 
 # Limits (ours; chosen so one message stays well under the session layer's frame size
 # and a peer cannot make us allocate without bound).
 MAX_BATCH = 256              # hashes per REQ, nodes per NODES, events per EVENTS
 MAX_EVENT_BYTES = 8192       # one event's wire form
+MAX_MSG_BYTES = 64 * 1024    # EVENTS/NODES are split above this (the mux allows 512 KiB)
+MAX_PENDING_CHUNKS = 100000  # chunks carried by pending events (12 MB)
 MAX_KEY_LEN = 64
 MAX_ROUNDS = 16              # unconverged rounds before giving up
 MAX_PENDING = 10000          # events held until their references arrive
@@ -97,8 +129,8 @@ S_JOINS = "joins"            # digests agree, forks in scope: exchanging joins
 ALLOWED = {
     S_HELLO: {HELLO, ERROR},
     S_SCOPE: {FILTER, ERROR},
-    S_ROUND: {STATUS, EVENTS, REQ, NODES, NOTCOMMON, ENDR, ERROR},
-    S_IDLE: {STATUS, EVENTS, REQ, NODES, NOTCOMMON, ENDR, ERROR},
+    S_ROUND: {STATUS, EVENTS, REQ, REQC, NODES, NOTCOMMON, ENDR, ERROR},
+    S_IDLE: {STATUS, EVENTS, REQ, REQC, NODES, NOTCOMMON, ENDR, ERROR},
     S_JOINS: {JHAVE, JOINS, JEND, ERROR},
 }
 
@@ -149,6 +181,11 @@ class SyncMachine:
         self.served = {}         # node hash -> (tag, data) we can answer REQs for
         self.outstanding = set()
         self.pending = {}        # eid -> event waiting for its references
+        self.pending_chunks = 0  # chunks those events carry
+        self.nodes_in = 0        # NODES messages received (REQC names them by number)
+        self.nodes_out = 0       # NODES messages sent
+        self.sent_children = {}  # our NODES number -> its children, until REQC or ENDR
+        self.served_round = 0    # nodes served since the peer's last ENDR
         self.notcommon_sent = set()
         self._dirty = True
         self._snap = None
@@ -164,7 +201,8 @@ class SyncMachine:
         self.joins_received = []  # (Join, agreed, repo outcome) per join received
         self.stats = {"rounds": 0, "trips": 0, "events_sent": 0, "events_recv": 0,
                       "nodes_sent": 0, "nodes_recv": 0, "false_positives": 0,
-                      "joins_sent": 0, "joins_recv": 0}
+                      "joins_sent": 0, "joins_recv": 0, "pulls": 0, "pulls_skipped": 0,
+                      "pended": 0, "events_dup": 0, "chunks_sent": 0, "chunks_recv": 0}
 
     # -- public API ---------------------------------------------------------------------
 
@@ -240,7 +278,8 @@ class SyncMachine:
         handler = {HELLO: self._on_hello, FILTER: self._on_filter, STATUS: self._on_status,
                    EVENTS: self._on_events, REQ: self._on_req, NODES: self._on_nodes,
                    NOTCOMMON: self._on_notcommon, ENDR: self._on_endr, ERROR: self._on_error,
-                   JHAVE: self._on_jhave, JOINS: self._on_joins, JEND: self._on_jend}[t]
+                   JHAVE: self._on_jhave, JOINS: self._on_joins, JEND: self._on_jend,
+                   REQC: self._on_reqc}[t]
         out = handler(r)
         return out
 
@@ -345,32 +384,62 @@ class SyncMachine:
             return []
         self.compared.add(rnd)
         self.stats["rounds"] += 1
-        mine = self.my_status[rnd][0]
+        mine, my_stamp = self.my_status[rnd]
         peer_digest, peer_stamp = self.peer_status[rnd]
         if mine == peer_digest:
             return self._converged()
         self.unconverged += 1
         if self.unconverged > self.max_rounds:
             raise ClockError("rounds", self.unconverged)
-        out = []
         # Proactive step: what the peer's stamp says it likely misses.
         batch = []
         for key in sorted(self.dags):
-            for ev in self.dags[key].likely_missing(peer_stamp):
-                batch.append(ev.raw)
-        out += self._events_msgs(batch)
-        # Reactive step: descend into the peer's tree where it differs from ours.
-        out += self._want([peer_digest])
+            batch += self.dags[key].likely_missing(peer_stamp)
+        out = self._events_msgs(batch)
+        # Reactive step: descend into the peer's tree where it differs from ours; in a
+        # first unconverged round only if the clocks say it holds events we lack (see the
+        # module docstring: the next STATUS catches a wrong skip).
+        if self.unconverged > 1 or not peer_stamp <= my_stamp:
+            self.stats["pulls"] += 1
+            out += self._want([peer_digest])
+        else:
+            self.stats["pulls_skipped"] += 1
         return out + self._maybe_endr()
 
-    def _events_msgs(self, raws):
-        out = []
-        for i in range(0, len(raws), MAX_BATCH):
-            part = raws[i:i + MAX_BATCH]
-            out.append(bytes([EVENTS]) + varint(len(part)) +
-                       b"".join(varint(len(x)) + x for x in part))
-        self.stats["events_sent"] += len(raws)
-        return out
+    def _item(self, ev):
+        """Wire form of an event: blob event, varint j, its side-chain chunks."""
+        chunks = self.repo.chunks(ev)
+        self.stats["chunks_sent"] += len(chunks)
+        return varint(len(ev.raw)) + ev.raw + varint(len(chunks)) + b"".join(chunks)
+
+    def _read_item(self, r):
+        """Parse and validate one event item (event, then its chunks against the entry)."""
+        raw = r.blob("event", MAX_EVENT_BYTES)
+        j = r.uint("chunk count")
+        if j > E.MAX_EVENT_CHUNKS:   # before reading them: no allocation on the peer's word
+            raise ClockError("too_many_chunks", j)
+        chunks = [r.take(E.CHUNK_LEN, "chunk") for _ in range(j)]
+        return self.repo.parse(raw, chunks)
+
+    def _split(self, typ, parts):
+        """Messages `typ, varint c, part*c`, at most MAX_BATCH parts and about
+        MAX_MSG_BYTES each; returns (messages, parts per message)."""
+        msgs, sizes = [], []
+        i = 0
+        while i < len(parts):
+            j, size = i, 0
+            while j < len(parts) and j - i < MAX_BATCH and \
+                    (j == i or size + len(parts[j]) <= MAX_MSG_BYTES):
+                size += len(parts[j])
+                j += 1
+            msgs.append(bytes([typ]) + varint(j - i) + b"".join(parts[i:j]))
+            sizes.append(j - i)
+            i = j
+        return msgs, sizes
+
+    def _events_msgs(self, evs):
+        self.stats["events_sent"] += len(evs)
+        return self._split(EVENTS, [self._item(ev) for ev in evs])[0]
 
     def _maybe_endr(self):
         rnd = self.round
@@ -389,19 +458,26 @@ class SyncMachine:
         if rnd != self.round or rnd in self.peer_endr:
             raise ClockError("round", rnd)
         self.peer_endr.add(rnd)
+        # The peer's descent of this round is over: it names no more of our NODES.
+        self.sent_children.clear()
+        self.served_round = 0
         if rnd in self.sent_endr:
             return self._next_round()
         return []
 
     # -- descent ----------------------------------------------------------------------
 
+    def _check_budget(self, count):
+        if self.stats["nodes_recv"] + len(self.outstanding) + count > MAX_SESSION_NODES:
+            raise ClockError("too_many_nodes")
+
     def _want(self, hashes):
+        """REQ by hash (the peer's root)."""
         need = [h for h in hashes if h not in self.known and h not in self.outstanding
                 and h != D.EMPTY]
         if not need:
             return []
-        if self.stats["nodes_recv"] + len(self.outstanding) + len(need) > MAX_SESSION_NODES:
-            raise ClockError("too_many_nodes")
+        self._check_budget(len(need))
         self.outstanding.update(need)
         self.stats["trips"] += 1
         out = []
@@ -410,42 +486,94 @@ class SyncMachine:
             out.append(bytes([REQ]) + varint(len(part)) + b"".join(part))
         return out
 
+    def _want_children(self, ref, children, eligible):
+        """REQC for the children of the peer's NODES message `ref` that we lack."""
+        bits = bytearray((len(children) + 7) // 8)
+        need = set()
+        for i, h in enumerate(children):
+            if eligible[i] and h not in self.known and h not in self.outstanding \
+                    and h not in need and h != D.EMPTY:
+                bits[i >> 3] |= 1 << (i & 7)
+                need.add(h)
+        if not need:
+            return []
+        self._check_budget(len(need))
+        self.outstanding.update(need)
+        self.stats["trips"] += 1
+        return [bytes([REQC]) + varint(ref) + bytes(bits)]
+
     def _on_req(self, r):
         cnt = r.uint("req count", MAX_BATCH)
         hashes = [r.take(32, "hash") for _ in range(cnt)]
         r.end()
-        parts = []
+        return self._serve(hashes)
+
+    def _on_reqc(self, r):
+        ref = r.uint("ref")
+        children = self.sent_children.pop(ref, None)
+        if children is None:   # never sent, already asked for, or from an ended round
+            raise ClockError("req_ref", ref)
+        bits = r.take((len(children) + 7) // 8, "bitmap")
+        r.end()
+        if len(children) % 8 and bits[-1] >> (len(children) % 8):
+            raise ClockError("req_bits")
+        hashes = [h for i, h in enumerate(children) if bits[i >> 3] >> (i & 7) & 1]
+        if not hashes:
+            raise ClockError("req_empty")
+        return self._serve(hashes)
+
+    def _serve(self, hashes):
+        """NODES answering a REQ or REQC; records each message's children for REQC."""
+        self.served_round += len(hashes)
+        if self.served_round > MAX_SESSION_NODES:   # bounds sent_children too
+            raise ClockError("too_many_reqs")
+        parts, kids = [], []
         for h in hashes:
             node = self.served.get(h)
             if node is None:
                 parts.append(bytes([N_UNKNOWN]) + h)
+                kids.append(())
                 continue
             tag, data = node
             if tag == D.T_INNER:
                 parts.append(bytes([tag]) + data[0] + data[1])
+                kids.append(data)
             elif tag == D.T_FORK:
                 parts.append(bytes([tag]) + data)
+                kids.append((data,))
             elif tag == D.T_KEYED:
                 parts.append(bytes([tag]) + varint(len(data[0])) + data[0] + data[1])
+                kids.append((data[1],))
             else:
-                raw = self._event_raw(data)
-                parts.append(bytes([tag]) + varint(len(raw)) + raw)
+                parts.append(bytes([tag]) + self._item(self._event(data)))
+                kids.append(())
         self.stats["nodes_sent"] += len(parts)
-        return [bytes([NODES]) + varint(len(parts)) + b"".join(parts)]
+        msgs, sizes = self._split(NODES, parts)
+        i = 0
+        for size in sizes:
+            children = [c for k in kids[i:i + size] for c in k]
+            if children:
+                self.sent_children[self.nodes_out] = children
+            self.nodes_out += 1
+            i += size
+        return msgs
 
-    def _event_raw(self, eid):
+    def _event(self, eid):
         for dag in self.dags.values():
             ev = dag.events.get(eid)
             if ev is not None:
-                return ev.raw
+                return ev
         ev = self.pending.get(eid)
         if ev is not None:
-            return ev.raw
+            return ev
         raise ClockError("lost_event")  # cannot happen: events are never removed
 
     def _on_nodes(self, r):
         cnt = r.uint("node count", MAX_BATCH)
-        children = []
+        ref = self.nodes_in
+        self.nodes_in += 1
+        children = []    # in node order, as the peer numbers them for REQC
+        eligible = []
         out = []
         events = []
         for _ in range(cnt):
@@ -454,23 +582,24 @@ class SyncMachine:
                 l, rr = r.take(32, "l"), r.take(32, "r")
                 h = D.h_inner(l, rr)
                 children += [l, rr]
+                eligible += [True, True]
             elif tag == D.T_FORK:
                 sub = r.take(32, "sub")
                 h = D.h_fork(sub)
                 children.append(sub)
+                eligible.append(True)
             elif tag == D.T_KEYED:
                 key = r.blob("key", MAX_KEY_LEN)
                 root = r.take(32, "root")
                 h = D.h_keyed(key, root)
-                if key in self.dags:
-                    children.append(root)
-                elif key not in self.notcommon_sent:
+                children.append(root)
+                eligible.append(key in self.dags)
+                if key not in self.dags and key not in self.notcommon_sent:
                     self.notcommon_sent.add(key)
                     self.stats["false_positives"] += 1
                     out.append(bytes([NOTCOMMON]) + varint(1) + varint(len(key)) + key)
             elif tag == D.T_LEAF:
-                raw = r.blob("event", MAX_EVENT_BYTES)
-                ev = self.repo.parse(raw)
+                ev = self._read_item(r)
                 h = D.h_leaf(ev.eid)
                 events.append(ev)
             elif tag == N_UNKNOWN:
@@ -484,19 +613,18 @@ class SyncMachine:
         r.end()
         for ev in events:
             out += self._accept(ev)
-        out += self._want(children)
+        out += self._want_children(ref, children, eligible)
         return out + self._maybe_endr()
 
     # -- events -------------------------------------------------------------------------
 
     def _on_events(self, r):
         cnt = r.uint("event count", MAX_BATCH)
-        raws = [r.blob("event", MAX_EVENT_BYTES) for _ in range(cnt)]
+        evs = [self._read_item(r) for _ in range(cnt)]   # all checked before any is stored
         r.end()
         out = []
         stray = []
-        for raw in raws:
-            ev = self.repo.parse(raw)
+        for ev in evs:
             if ev.key not in self.dags:
                 if self.mode == "entity":
                     raise ClockError("entity")
@@ -522,11 +650,31 @@ class SyncMachine:
                 self._dirty = True
         return []
 
+    def _pend(self, ev):
+        if ev.eid in self.pending:
+            return
+        if len(self.pending) >= MAX_PENDING or \
+                self.pending_chunks + len(ev.chunks) > MAX_PENDING_CHUNKS:
+            raise ClockError("too_many_pending")
+        self.pending[ev.eid] = ev
+        self.pending_chunks += len(ev.chunks)
+        self.stats["pended"] += 1
+        self.known.add(D.h_leaf(ev.eid))   # held here: the descent need not fetch it again
+
+    def _unpend(self, eid):
+        ev = self.pending.pop(eid, None)
+        if ev is not None:
+            self.pending_chunks -= len(ev.chunks)
+        return ev
+
     def _accept(self, ev, final=False):
         """Insert a validated event (and any pending ones it unblocks). The repo's
         `admit` hook (ThreadRepo: counter rules) may first reject it ("rejected:<rule>"
         ends the sync), hold it aside, or make it wait; `final`: see _settle."""
         admit = getattr(self.repo, "admit", None)
+        dag = self.dags.get(ev.key)
+        if dag is not None and (ev.eid in dag or ev.eid in self.pending):
+            self.stats["events_dup"] += 1   # sent twice (proactively and as a leaf)
         todo = [ev]
         while todo:
             ev = todo.pop()
@@ -535,18 +683,19 @@ class SyncMachine:
                 continue
             fate = admit(ev, final) if admit else "add"
             if fate == "held":      # kept aside by the repo: known here, never in the DAG
-                self.pending.pop(ev.eid, None)
+                self._unpend(ev.eid)
                 self.known.add(D.h_leaf(ev.eid))
                 continue
             if fate == "wait" or not dag.can_add(ev):
-                if len(self.pending) >= MAX_PENDING:
-                    raise ClockError("too_many_pending")
-                self.pending[ev.eid] = ev
+                self._pend(ev)
                 continue
-            self.pending.pop(ev.eid, None)
+            self._unpend(ev.eid)
             dag.add(ev)
             if self.repo.save(ev):  # held messages moved into or out of the DAG
                 dag = self.dags[ev.key] = self.repo.load(ev.key)
+            self.stats["chunks_recv"] += self.repo.save_chunks(ev)
+            ev.chunks = ()          # stored (or, for a fork entry, not kept): the DAG holds
+                                    # events for the whole session, chunks come from the store
             self.new_events.append(ev)
             self.stats["events_recv"] += 1
             self.known.add(D.h_leaf(ev.eid))
@@ -555,7 +704,7 @@ class SyncMachine:
                 self._check_fork(dag, ev)
             for p_eid, p in list(self.pending.items()):
                 if p.key == ev.key and ev.eid in p.prevs:
-                    del self.pending[p_eid]
+                    self._unpend(p_eid)
                     todo.append(p)
         return []
 
@@ -567,7 +716,7 @@ class SyncMachine:
         for eid in sorted(self.pending):
             ev = self.pending.get(eid)
             if ev is not None and ev.key in self.dags and self.dags[ev.key].can_add(ev):
-                del self.pending[eid]
+                self._unpend(eid)
                 self._accept(ev, final=True)
 
     def _check_fork(self, dag, ev):
