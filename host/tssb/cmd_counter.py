@@ -83,9 +83,9 @@ def cmd_show(args):
     me = ctx.identity.public
     blocked = repo.blocked(st.root)
     held = repo.held(st.root)
-    print("counter=%d increments=%d participants=%d blocked=%d held=%d next>=%d" % (
+    print("counter=%d increments=%d participants=%d blocked=%d held=%d next increment from %s" % (
         st.value(), len(st.increments), sum(st.participants.values()), len(blocked), len(held),
-        st.min_next_ts()))
+        _when(st.min_next_ts())))
     print("designated next: %s" % ("yes" if any(me in st.designated(e) for e in (st.top() or [st.root])) else "no"))
     for author, reason, eid, ts in blocked:
         print("blocked %s reason=%s (%s) event=%s at %s" % (
