@@ -20,8 +20,9 @@ three, not counted). Round trips = ceil(depth / 2), where depth is the longest c
 of one-way messages: a message sent while handling a received one is one deeper than every
 message received so far. After every run both stores must hold the same feeds with all
 entries and chunks. Per-message-type byte counts show where each protocol's bytes go; clock
-NODES are split into LEAF nodes (the events themselves) and tree nodes (INNER/KEYED/FORK/
-unknown), and side-chain chunks inside events are counted apart ("chunks").
+NODES are split into LEAF nodes (the events themselves, answered or nested) and tree nodes
+(INNER/KEYED/FORK/unknown, nested ones included), and side-chain chunks inside events are
+counted apart ("chunks").
 
 To tag messages with their depth, the bench wraps each machine's start/receive (the SETU
 driver builds its Reconciler itself, so its name is patched in the driver for the run).
@@ -54,7 +55,7 @@ from tssb.setu.tinyssb_elements import StoreSource, mid_of
 ENTRIES = 20
 CLOCK_N, CLOCK_K = 128, 4
 CLOCK_NAMES = {S.HELLO: "HELLO", S.FILTER: "FILTER", S.STATUS: "STATUS", S.EVENTS: "EVENTS",
-               S.REQ: "REQ", S.REQC: "REQC", S.NODES: "NODES", S.NOTCOMMON: "NOTCOMMON",
+               S.REQC: "REQC", S.NODES: "NODES", S.NOTCOMMON: "NOTCOMMON",
                S.ENDR: "ENDR", S.ERROR: "ERROR"}
 
 
@@ -203,22 +204,36 @@ def classify_clock(msg):
         j = r.uint()
         r.take(j * E.CHUNK_LEN)
         return j * E.CHUNK_LEN
-    for _ in range(cnt):
-        p0 = r.pos
-        tag = D.T_LEAF if t == S.EVENTS else r.byte()
-        if tag == D.T_INNER:
-            r.take(64)
-        elif tag in (D.T_FORK, S.N_UNKNOWN):
-            r.take(32)
-        elif tag == D.T_KEYED:
-            r.blob()
-            r.take(32)
-        elif tag == D.T_LEAF:
+
+    def node():   # a node and the nodes nested in it (tag bits X_FIRST, X_SECOND)
+        nonlocal leaf, tree, chunks
+        p0, tag = r.pos, r.byte()
+        if tag == D.T_LEAF:
             c = item()
             chunks += c
             leaf += r.pos - p0 - c
-            continue
+            return
+        if tag == S.N_UNKNOWN:
+            r.take(32)
+        else:
+            if tag & 0x0F == D.T_KEYED:
+                r.blob()
+            for bit in (S.X_FIRST, S.X_SECOND)[:2 if tag & 0x0F == D.T_INNER else 1]:
+                if tag & bit:
+                    tree += r.pos - p0
+                    node()
+                    p0 = r.pos
+                else:
+                    r.take(32)
         tree += r.pos - p0
+    for _ in range(cnt):
+        if t == S.EVENTS:
+            p0 = r.pos
+            c = item()
+            chunks += c
+            leaf += r.pos - p0 - c
+        else:
+            node()
     if t == S.EVENTS:
         return [("EVENTS", r.pos - chunks), ("chunks", chunks)]
     return [("NODES_header", r.pos - leaf - tree - chunks), ("NODES_leaf", leaf),

@@ -126,3 +126,31 @@ def pump(ma, mb, hook=None):
         if to_a:
             for m in hook("b", to_a.popleft()):
                 to_b.extend(ma.receive(m))
+
+
+def round_trips(ma, mb, hook=None):
+    """Like `pump`, and returns the sync's round trips: ceil(depth / 2), depth being the
+    longest causal chain of one-way messages (a message sent while handling one is one
+    deeper than every message its sender received so far), as tools/bench_clock.py
+    counts them."""
+    hook = hook or (lambda src, msg: [msg])
+    cur = {"a": 0, "b": 0}
+    to_b = collections.deque((1, m) for m in ma.start())
+    to_a = collections.deque()
+    deepest = 1
+    started = False
+    while to_a or to_b:
+        for src, dst, q, out, m in (("a", "b", to_b, to_a, mb), ("b", "a", to_a, to_b, ma)):
+            if not q:
+                continue
+            d, msg = q.popleft()
+            cur[dst] = max(cur[dst], d)
+            for x in hook(src, msg):
+                reply = m.receive(x)
+                if dst == "b" and not started:
+                    started = True
+                    reply = mb.start() + reply
+                out.extend((cur[dst] + 1, r) for r in reply)
+                if reply:
+                    deepest = max(deepest, cur[dst] + 1)
+    return (deepest + 1) // 2

@@ -1,12 +1,12 @@
 """The Merkle descent of the clock sync: who pulls (direction from the stamps, with the
-digest check as guard), pending events count as known, and REQC naming children by
-position, with its protocol errors."""
+digest check as guard), pending events count as known, and REQC naming open children by
+position, with its protocol errors. Nested answers and round trips: test_multilevel.py."""
 import pytest
 
 from clock_helpers import Feed, digest_of, feed_repo, pump, put, stamp_of, sync
 from tssb.clock import events as E
 from tssb.clock.errors import ClockError
-from tssb.clock.sync import NODES, REQ, REQC, SyncMachine
+from tssb.clock.sync import NODES, REQC, SyncMachine
 from tssb.clock.wire import Reader, varint
 
 
@@ -102,34 +102,45 @@ def test_pending_events_are_not_fetched_again():
 # -- REQC ---------------------------------------------------------------------------------
 
 def _lagging_pair():
-    feeds = [Feed("rq%d" % i).extend(9) for i in range(3)]
+    """Eight feeds; B lacks 9, 5 and 1 newest entries of three of them: deeper than the
+    pushed root's spines reach, so B still sends REQCs."""
+    feeds = [Feed("rq%d" % i).extend(12) for i in range(8)]
     a, b = feed_repo(), feed_repo()
-    for f in feeds:
+    for f, cut in zip(feeds, [0, 9, 0, 0, 5, 0, 0, 1]):
         put(a.store, f.raws)
-        put(b.store, f.raws[:2])
+        put(b.store, f.raws[:12 - cut])
     return feeds, a, b
 
 
-def test_reqc_names_children_by_position():
-    """The lagging side asks for the root by hash once; every other request is a REQC of
-    a few bytes (bitmap over the children of one NODES message)."""
+def test_reqc_names_open_children_by_position():
+    """The pulled side sends its root unasked (nothing asks for it by hash); every request
+    is a REQC of a few bytes: a bitmap over the open (not nested) children of one NODES."""
     feeds, a, b = _lagging_pair()
     ma, mb = SyncMachine(a, "feeds"), SyncMachine(b, "feeds")
-    sent = []
-    pump(ma, mb, lambda src, msg: sent.append((src, msg)) or [msg])
-    assert ma.converged and mb.converged and fronts(b, feeds) == [9] * 3
-    reqs = [m for src, m in sent if src == "b" and m[0] == REQ]
-    reqcs = [m for src, m in sent if src == "b" and m[0] == REQC]
-    assert len(reqs) == 1 and len(reqcs) >= 3
-    assert all(len(m) <= 1 + 2 + 64 for m in reqcs)    # type, ref, <= 512 bits
-    refs = [Reader(m[1:]).uint() for m in reqcs]
+    sent, opens = [], []
+
+    def hook(src, msg):
+        sent.append((src, msg))
+        if src == "b" and msg[0] == REQC:
+            opens.append(len(ma.sent_children[_ref_bits(msg)[0]]))
+        return [msg]
+    pump(ma, mb, hook)
+    assert ma.converged and mb.converged and fronts(b, feeds) == [12] * 8
+    assert not any(m[0] == 5 for _, m in sent)          # REQ (by hash) is gone
+    first_nodes = next(i for i, (src, m) in enumerate(sent) if src == "a" and m[0] == NODES)
+    reqcs = [(i, m) for i, (src, m) in enumerate(sent) if src == "b" and m[0] == REQC]
+    assert len(reqcs) >= 2 and first_nodes < reqcs[0][0]
+    for (_, m), n in zip(reqcs, opens):
+        assert len(_ref_bits(m)[1]) == (n + 7) // 8      # one bit per open child
+    refs = [_ref_bits(m)[0] for _, m in reqcs]
     nodes_to_b = sum(1 for src, m in sent if src == "a" and m[0] == NODES)
     assert len(set(refs)) == len(refs) and max(refs) < nodes_to_b   # one per NODES message
+    assert mb.stats["trips"] == len(reqcs) + 1           # + the pushed root it expected
 
 
 def _tamper_first_reqc(change):
-    """Pump a lagging pair with the first REQC from B replaced by change(msg) (a list of
-    messages); returns the ClockError raised by A."""
+    """Pump a lagging pair with the first REQC from B replaced by change(msg, open
+    children of the NODES it names) (a list of messages); returns A's ClockError."""
     feeds, a, b = _lagging_pair()
     ma, mb = SyncMachine(a, "feeds"), SyncMachine(b, "feeds")
     done = []
@@ -137,7 +148,7 @@ def _tamper_first_reqc(change):
     def hook(src, msg):
         if src == "b" and msg[0] == REQC and not done:
             done.append(msg)
-            return change(msg)
+            return change(msg, len(ma.sent_children[_ref_bits(msg)[0]]))
         return [msg]
     with pytest.raises(ClockError) as ei:
         pump(ma, mb, hook)
@@ -153,33 +164,34 @@ def _ref_bits(msg):
 
 def test_reqc_unknown_ref():
     e = _tamper_first_reqc(
-        lambda m: [bytes([REQC]) + varint(_ref_bits(m)[0] + 7) + _ref_bits(m)[1]])
+        lambda m, n: [bytes([REQC]) + varint(_ref_bits(m)[0] + 7) + _ref_bits(m)[1]])
     assert e.reason == "req_ref"
 
 
 def test_reqc_twice_for_one_message():
-    e = _tamper_first_reqc(lambda m: [m, m])
+    e = _tamper_first_reqc(lambda m, n: [m, m])
     assert e.reason == "req_ref"
 
 
 def test_reqc_empty_bitmap():
-    e = _tamper_first_reqc(lambda m: [bytes([REQC]) + varint(_ref_bits(m)[0]) +
-                                      bytes(len(_ref_bits(m)[1]))])
+    e = _tamper_first_reqc(lambda m, n: [bytes([REQC]) + varint(_ref_bits(m)[0]) +
+                                         bytes(len(_ref_bits(m)[1]))])
     assert e.reason == "req_empty"
 
 
 def test_reqc_padding_bits_set():
-    # the first NODES to B holds one INNER node: 2 children, so bits 2..7 are padding
-    e = _tamper_first_reqc(lambda m: [m[:-1] + bytes([m[-1] | 0x80])])
-    assert e.reason == "req_bits"
+    def pad(m, n):
+        assert n % 8                                     # the bitmap has padding bits
+        return [m[:-1] + bytes([m[-1] | 1 << (n % 8)])]
+    assert _tamper_first_reqc(pad).reason == "req_bits"
 
 
 @pytest.mark.parametrize("cut,reason", [(1, "short"), (-1, "trailing")])
 def test_reqc_bitmap_length(cut, reason):
-    e = _tamper_first_reqc(lambda m: [m[:-1] if cut == 1 else m + b"\x00"])
+    e = _tamper_first_reqc(lambda m, n: [m[:-1] if cut == 1 else m + b"\x00"])
     assert e.reason == reason
 
 
 def test_reqc_huge_ref_is_refused_without_allocation():
-    e = _tamper_first_reqc(lambda m: [bytes([REQC]) + varint(1 << 62)])
+    e = _tamper_first_reqc(lambda m, n: [bytes([REQC]) + varint(1 << 62)])
     assert e.reason == "req_ref"

@@ -14,15 +14,16 @@ with one key, so one code path serves all.
 
 Rounds (both ends symmetric, lock-step, r = 1, 2, ...):
 
-  STATUS(r, stamp, digest)  ->  equal digests: converged (both ends compare the same
-                                pair, so both know); idle until a side starts r+1.
-                                else: proactive EVENTS (events whose stamp is not <= the
-                                peer's), then the Merkle descent ("pull"): REQ the peer's
-                                root, NODES answers, REQC names the children we do not
-                                hold by their position in that NODES message, down to
-                                LEAF nodes, which carry the event itself.
-  ENDR(r)                   ->  sent when our descent has no open request; after both
-                                ENDR(r), STATUS(r+1) re-checks.
+  STATUS(r, ack, stamp, digest)
+      equal digests: converged (both ends compare the same pair, so both know); idle
+      until a side starts r+1. Else: proactive EVENTS (events whose stamp is not <= the
+      peer's), then the Merkle descent ("pull"): the pulled side sends its root unasked
+      (NODES), the puller names the children it lacks with REQC (by position in that
+      NODES message), down to LEAF nodes, which carry the event itself.
+  ENDR(r)
+      sent when our descent has no open request; after both ENDR(r), STATUS(r+1)
+      re-checks. The side whose descent ends last sends STATUS(r+1) in place of its
+      ENDR(r) (a STATUS of the next round stands for the ENDR of this one).
 
 Direction: in the first unconverged round after a convergence (or the start) a side pulls
 only when the peer's stamp is not <= its own, i.e. the clocks say the peer holds events
@@ -31,7 +32,30 @@ proactive step. A wrong skip (a Bloom false positive; a fork branch whose stamp 
 branch already covers, so stamps are equal and digests not) leaves the digests unequal at
 the next STATUS, and from the second unconverged round on both sides always pull. Both
 ends count unconverged rounds from the same digest pairs, so they agree on it; one side
-pulling alone is fine for ENDR, which only waits for each side's own requests.
+pulling alone is fine for ENDR, which only waits for each side's own requests. Each end
+applies this rule for both sides (it knows both stamps): the side to be pulled sends its
+root with its compare, so no request for it exists.
+
+Nested answers: a node in NODES may carry its children as nodes instead of hashes (tag
+bits X_FIRST, X_SECOND), to any depth up to MAX_NEST, so one answer covers several tree
+levels. The receiver checks the answer's root against what it asked for (the nested hashes
+are recomputed into it) and its REQC names only the open children (those sent as hashes).
+What to nest is the sender's choice (`_expand`: likely differing nodes from the stamp
+distance, the right spines of entity trees, and the newest event of a spine when the
+peer's stamp is below ours); an answer is cut at one message's size.
+
+Concluding a round without the last STATUS: STATUS carries `ack`, the number of the
+peer's data messages (EVENTS, NOTCOMMON, NODES holding a LEAF) received when it was sent;
+its digest reflects all of them (pending events are settled before each STATUS). The
+peer's events and scope change only through our data during a round (local events enter
+only in a round started from idle, `update`). So at the end of an unconverged round,
+when the peer's last STATUS acks all our data messages and shows the digest our new
+STATUS(r+1) carries, the peer holds what we hold: we are converged on sending it. The
+peer evaluates the same condition on receipt (our data messages it received against the
+ack of its last STATUS, our digest against its last STATUS's) and agrees without a reply.
+A STATUS of the peer that crossed our conclusion must show our digest ("status_conflict"
+otherwise). Rounds started from idle always exchange both STATUS. Entity mode: the
+initiator sends STATUS(1) with HELLO (the entity is known), saving a round trip.
 
 Events received before their references arrive wait in `pending`; their leaves count as
 known, so the descent does not fetch them again (the leaf hash names the event by id:
@@ -76,18 +100,21 @@ resolvers per feed (repo.py). Threads mode has no joins (thread forks are normal
 Message layout: one type byte, then fields (varint = unsigned LEB128, blob = varint
 length + bytes):
   HELLO 1: version(1) mode(1) varint n, varint k [blob key]     FILTER 2: keyfilter
-  STATUS 3: varint r, clock, digest(32)                         EVENTS 4: varint c, item*c
-  REQ 5: varint c, hash(32)*c                                   NODES 6: varint c, node*c
+  STATUS 3: varint r, varint ack, clock, digest(32)             EVENTS 4: varint c, item*c
+  (5 unused: REQ by hash up to VERSION 3)                       NODES 6: varint c, node*c
   NOTCOMMON 7: varint c, blob*c     ENDR 8: varint r            ERROR 9: blob reason
   JHAVE 10: varint r, varint c, join id(20)*c                   JOINS 11: varint r, varint c, blob*c
   JEND 12: varint r
   REQC 13: varint ref, bitmap: ref numbers the peer's NODES messages of the session from
-        0; bit i (byte i >> 3, bit i & 7) asks for the i-th child of that message's nodes in
-        order (INNER: l, r; FORK: sub; KEYED: root; LEAF, unknown: none); ceil(children/8)
-        bytes, unused bits 0. At most one REQC per NODES message, within the round.
+        0; bit i (byte i >> 3, bit i & 7) asks for the i-th open child of that message
+        (children sent as hashes, in the order they appear); ceil(open/8) bytes, unused
+        bits 0. At most one REQC per NODES message, within the round.
   item: blob event, varint j, chunk(120)*j   (j <= events.MAX_EVENT_CHUNKS, feed events)
-  node: tag(1) then INNER l(32) r(32) | FORK sub(32) | KEYED blob key, root(32) |
-        LEAF item | 0xFF hash(32) (unknown to the sender)
+  node: tag(1) then INNER child l, child r | FORK child sub | KEYED blob key, child root |
+        LEAF item | 0xFF hash(32) (unknown to the sender; top level only)
+        tag = D.T_* | X_FIRST (0x10: the first child is a node) | X_SECOND (0x20: the
+        second is, INNER only); child = node if its bit is set, else hash(32).
+        NODES: c <= MAX_BATCH answers, <= MAX_NODES_MSG nodes in all, nesting <= MAX_NEST.
 EVENTS and NODES are split so a message stays under MAX_MSG_BYTES.
 """
 import os
@@ -103,16 +130,20 @@ from tssb.clock.keyfilter import DEFAULT_FPR, SALT_LEN, KeyFilter
 from tssb.clock.wire import Reader, varint
 
 # 2: join phase (JHAVE, JOINS, JEND) after convergence on forks; 3: REQC, chunks in event
-# items, pull only towards a peer whose stamp is not <= ours in a first unconverged round.
-VERSION = 3
+# items, pull only towards a peer whose stamp is not <= ours in a first unconverged round;
+# 4: the pulled side sends its root unasked (no REQ), answers nest several tree levels,
+# STATUS carries an ack and may conclude a round or stand for ENDR, entity-mode STATUS
+# goes out with HELLO.
+VERSION = 4
 MODES = {"entity": 0, "feeds": 1, "threads": 2}
-(HELLO, FILTER, STATUS, EVENTS, REQ, NODES, NOTCOMMON, ENDR, ERROR, JHAVE, JOINS, JEND,
- REQC) = range(1, 14)
+HELLO, FILTER, STATUS, EVENTS = range(1, 5)           # 5 was REQ (by hash) up to VERSION 3
+NODES, NOTCOMMON, ENDR, ERROR, JHAVE, JOINS, JEND, REQC = range(6, 14)
 N_UNKNOWN = 0xFF
+X_FIRST, X_SECOND = 0x10, 0x20   # node tag bits: that child follows as a node, not a hash
 
 # Limits (ours; chosen so one message stays well under the session layer's frame size
 # and a peer cannot make us allocate without bound).
-MAX_BATCH = 256              # hashes per REQ, nodes per NODES, events per EVENTS
+MAX_BATCH = 256              # answers per NODES, events per EVENTS, ids per JHAVE
 MAX_EVENT_BYTES = 8192       # one event's wire form
 MAX_MSG_BYTES = 64 * 1024    # EVENTS/NODES are split above this (the mux allows 512 KiB)
 MAX_PENDING_CHUNKS = 100000  # chunks carried by pending events (12 MB)
@@ -122,6 +153,18 @@ MAX_PENDING = 10000          # events held until their references arrive
 MAX_SESSION_NODES = 1000000  # tree nodes fetched in one session
 MAX_REASON = 200
 MAX_JOINS_MSG = 16           # joins per JOINS message (<= 16 * 8 KiB), one per convergence
+MAX_NEST = 64                # nesting depth of one answer (tree levels below the request)
+MAX_ANSWER_BYTES = MAX_MSG_BYTES - 64   # one answer with its nested nodes fits a message
+MAX_EXPAND = 1024            # nodes per answer (nested ones included)
+MAX_NODES_MSG = 2048         # nodes per NODES message we accept, nested ones included
+
+# Expansion policy of an answer (ours; the receiver accepts any nesting within the limits,
+# see _expand). Nesting a child costs its tag and 32 B per grandchild instead of its 32-byte
+# hash; when the requester lacks the child it saves a round trip and the later answer.
+EXPAND_DEPTH = 2             # set tree: the requested node and its children always
+EXPAND_P = 0.25              # set tree: deeper INNER nodes when P(differs | request does) >= this
+EXPAND_P_KEYED = 0.75        # set tree: KEYED leaves (they bring their entity's spine) likewise
+TAIL_MARGIN = 1.5            # entity tree: nest nodes over the newest 1.5 x (estimated missing)
 
 # States (h11 style: the allowed message types per state are a table).
 S_HELLO, S_SCOPE, S_ROUND, S_IDLE, S_DONE, S_ERROR = "hello", "scope", "round", "idle", "done", "error"
@@ -129,9 +172,9 @@ S_JOINS = "joins"            # digests agree, forks in scope: exchanging joins
 ALLOWED = {
     S_HELLO: {HELLO, ERROR},
     S_SCOPE: {FILTER, ERROR},
-    S_ROUND: {STATUS, EVENTS, REQ, REQC, NODES, NOTCOMMON, ENDR, ERROR},
-    S_IDLE: {STATUS, EVENTS, REQ, REQC, NODES, NOTCOMMON, ENDR, ERROR},
-    S_JOINS: {JHAVE, JOINS, JEND, ERROR},
+    S_ROUND: {STATUS, EVENTS, REQC, NODES, NOTCOMMON, ENDR, ERROR},
+    S_IDLE: {STATUS, EVENTS, REQC, NODES, NOTCOMMON, ENDR, ERROR},
+    S_JOINS: {STATUS, JHAVE, JOINS, JEND, ERROR},   # STATUS: one crossing our conclusion
 }
 
 
@@ -179,7 +222,7 @@ class SyncMachine:
         self.compared = set()
         self.known = set()       # node hashes of any tree of ours (we hold their subtrees)
         self.served = {}         # node hash -> (tag, data) we can answer REQs for
-        self.outstanding = set()
+        self.outstanding = set()  # hashes we asked for (or expect: the peer's root)
         self.pending = {}        # eid -> event waiting for its references
         self.pending_chunks = 0  # chunks those events carry
         self.nodes_in = 0        # NODES messages received (REQC names them by number)
@@ -187,6 +230,18 @@ class SyncMachine:
         self.sent_children = {}  # our NODES number -> its children, until REQC or ENDR
         self.served_round = 0    # nodes served since the peer's last ENDR
         self.notcommon_sent = set()
+        self.data_out = 0        # our messages that can change the peer's events or scope
+        self.data_in = 0         # such messages from the peer (EVENTS, NOTCOMMON, NODES
+                                 # with a LEAF): STATUS acks them
+        self.peer_view = None    # (digest, ack) of the peer's last STATUS
+        self.my_view = None      # (digest, ack) of our last STATUS
+        self.diff_est = 1.0      # events the peer likely lacks (stamps), for _expand
+        self.behind = False      # the peer's stamp is below ours (this round), for _expand
+        self.proactive = set()   # ids of the events we sent proactively this round
+        self._set_nodes = set()  # INNER nodes of our set trees (over KEYED leaves)
+        self._sizes = {}         # node hash -> items under it (_size)
+        self._tail = {}          # entity-tree node hash -> items after it (_mark_tail)
+        self.tail_est = 1        # newest items a differing entity of the peer likely lacks
         self._dirty = True
         self._snap = None
         self._seqs = {}
@@ -202,7 +257,8 @@ class SyncMachine:
         self.stats = {"rounds": 0, "trips": 0, "events_sent": 0, "events_recv": 0,
                       "nodes_sent": 0, "nodes_recv": 0, "false_positives": 0,
                       "joins_sent": 0, "joins_recv": 0, "pulls": 0, "pulls_skipped": 0,
-                      "pended": 0, "events_dup": 0, "chunks_sent": 0, "chunks_recv": 0}
+                      "pended": 0, "events_dup": 0, "chunks_sent": 0, "chunks_recv": 0,
+                      "concluded": 0}
 
     # -- public API ---------------------------------------------------------------------
 
@@ -211,25 +267,29 @@ class SyncMachine:
         return self.state == S_IDLE
 
     def start(self):
-        """First messages: HELLO (+ FILTER in set modes)."""
+        """First messages: HELLO, then FILTER (set modes) or, in entity mode when we
+        initiate, STATUS: the entity is known, so round 1 need not wait for the peer."""
         hello = bytes([HELLO, VERSION, MODES[self.mode]]) + varint(self.n) + varint(self.k)
         if self.mode == "entity":
             if self.key is None:
                 raise ValueError("entity mode needs a key")
             hello += varint(len(self.key)) + self.key
+            if self.round:   # responder: the peer's HELLO already started round 1
+                return [hello]
             if hasattr(self.repo, "store") and not self.repo.has(self.key):
                 self.repo.store.add_feed(self.key)   # we ask for this feed: replicate it
-        out = [hello]
-        if self.mode != "entity":
-            mine = self.repo.keys()
-            if self.filter_bits:
-                f = KeyFilter(self.filter_bits, 1, self.salt)
-            else:
-                f = KeyFilter.sized(len(mine), self.salt, self.fpr)
-            for key in mine:
-                f.add(key)
-            out.append(bytes([FILTER]) + f.encode())
-        return out
+            self._set_scope([self.key])
+            out = [hello] + self._next_round()
+            self.state = S_HELLO   # round 1 is open, the peer's HELLO still due
+            return out
+        mine = self.repo.keys()
+        if self.filter_bits:
+            f = KeyFilter(self.filter_bits, 1, self.salt)
+        else:
+            f = KeyFilter.sized(len(mine), self.salt, self.fpr)
+        for key in mine:
+            f.add(key)
+        return [hello, bytes([FILTER]) + f.encode()]
 
     def receive(self, msg):
         """Process one message from the peer.
@@ -276,7 +336,7 @@ class SyncMachine:
             raise ClockError("unexpected", (self.state, t))
         r = Reader(msg[1:])
         handler = {HELLO: self._on_hello, FILTER: self._on_filter, STATUS: self._on_status,
-                   EVENTS: self._on_events, REQ: self._on_req, NODES: self._on_nodes,
+                   EVENTS: self._on_events, NODES: self._on_nodes,
                    NOTCOMMON: self._on_notcommon, ENDR: self._on_endr, ERROR: self._on_error,
                    JHAVE: self._on_jhave, JOINS: self._on_joins, JEND: self._on_jend,
                    REQC: self._on_reqc}[t]
@@ -300,6 +360,9 @@ class SyncMachine:
             r.end()
             if self.key is not None and key != self.key:
                 raise ClockError("entity_mismatch")
+            if self.round:   # we initiated: our STATUS(1) went out with our HELLO
+                self.state = S_ROUND
+                return []
             self.key = key
             if hasattr(self.repo, "store") and not self.repo.has(key):
                 self.repo.store.add_feed(key)   # asked to sync this feed: replicate it
@@ -331,6 +394,7 @@ class SyncMachine:
                 root, nodes = dag.tree()
                 self.served.update(nodes)
                 self.known.update(nodes)
+                self._mark_tail(root)
                 h = D.h_keyed(key, root)
                 self.served[h] = (D.T_KEYED, (key, root))
                 self.known.add(h)
@@ -340,6 +404,7 @@ class SyncMachine:
             root = D.mth(leaves, inner)
             self.served.update(inner)
             self.known.update(inner)
+            self._set_nodes.update(inner)
             self.known.add(root)
             self._snap = (root, stamp)
             self._dirty = False
@@ -350,33 +415,69 @@ class SyncMachine:
 
     # -- rounds -----------------------------------------------------------------------
 
-    def _next_round(self):
+    def _next_round(self, conclude=False):
+        """Start round r+1: STATUS(r+1, ack, stamp, digest), then compare if the peer's
+        STATUS is in. `conclude` (at the end of an unconverged round): done at once when
+        the peer's last STATUS already equals ours and acked all our data, since the
+        peer's events then change only through our data (module docstring)."""
+        if self.round:
+            self._settle()   # all the peer sent before its ENDR is in: final verdicts now
         self.round += 1
         self.state = S_ROUND
         root, stamp = self._snapshot()
         self.my_status[self.round] = (root, stamp)
-        out = [bytes([STATUS]) + varint(self.round) + stamp.encode() + root]
+        self.my_view = (root, self.data_in)
+        out = [bytes([STATUS]) + varint(self.round) + varint(self.data_in) + stamp.encode() + root]
+        pv = self.peer_view
+        if conclude and self.round not in self.peer_status and pv is not None and \
+                pv[0] == root and self.data_out <= pv[1]:
+            self.compared.add(self.round)
+            self.stats["rounds"] += 1
+            self.stats["concluded"] += 1
+            return out + self._converged()
         return out + self._maybe_compare()
 
     def _on_status(self, r):
+        """The peer's STATUS: for our current round (compare), for the next one (the peer
+        ended the round, maybe concluding it; or starts a maintenance round), or one that
+        crossed a round we concluded."""
         rnd = r.uint("round")
+        ack = r.uint("ack")
         stamp = BloomClock.read(r, self.k, self.n)
         digest = r.take(32, "digest")
         r.end()
-        out = []
-        if rnd == self.round + 1 and self.state == S_IDLE:
-            out += self._next_round_no_compare()
-        elif rnd != self.round or rnd in self.peer_status:
+        if ack > self.data_out:
+            raise ClockError("ack", ack)
+        if rnd in self.compared and rnd not in self.peer_status and rnd <= self.round:
+            # Crossed our conclusion of round rnd (possibly followed by a maintenance round
+            # of ours): the peer cannot have changed, so it must show our digest.
+            if digest != self.my_status[rnd][0]:
+                raise ClockError("status_conflict", rnd)
+            self.peer_status[rnd] = (digest, stamp)
+            self.peer_view = (digest, ack)
+            return []
+        if rnd == self.round and rnd not in self.peer_status and self.state == S_ROUND:
+            self.peer_status[rnd] = (digest, stamp)
+            self.peer_view = (digest, ack)
+            return self._maybe_compare()
+        if rnd != self.round + 1 or not (self.state == S_IDLE or (
+                self.state == S_ROUND and self.round in self.sent_endr)):
             raise ClockError("round", rnd)
+        ending = self.state == S_ROUND   # else IDLE: the peer starts a maintenance round
+        if ending and self.round not in self.peer_endr:
+            self._peer_ended(self.round)   # STATUS(r+1) stands for the peer's ENDR(r)
         self.peer_status[rnd] = (digest, stamp)
-        return out + self._maybe_compare()
-
-    def _next_round_no_compare(self):
-        self.round += 1
-        self.state = S_ROUND
-        root, stamp = self._snapshot()
-        self.my_status[self.round] = (root, stamp)
-        return [bytes([STATUS]) + varint(self.round) + stamp.encode() + root]
+        concluded = ending and digest == self.my_view[0] and self.data_in <= self.my_view[1]
+        self.peer_view = (digest, ack)
+        if concluded:
+            # The peer's digest equals the one our last STATUS announced and that STATUS
+            # acked all its data, so it concluded when sending: agree without a reply.
+            self.round = rnd
+            self.my_status[rnd] = self._snapshot()
+            self.compared.add(rnd)
+            self.stats["rounds"] += 1
+            return self._converged()
+        return self._next_round()   # the peer's STATUS is in: the usual compare
 
     def _maybe_compare(self):
         rnd = self.round
@@ -391,25 +492,40 @@ class SyncMachine:
         self.unconverged += 1
         if self.unconverged > self.max_rounds:
             raise ClockError("rounds", self.unconverged)
+        self.diff_est = max(1.0, peer_stamp.events_between(my_stamp))
+        self.behind = peer_stamp <= my_stamp and not my_stamp <= peer_stamp
+        common = max(1, len(self.dags))
+        differing = common * (1 - (1 - 1 / common) ** self.diff_est)
+        self.tail_est = self.diff_est / max(1.0, differing) * TAIL_MARGIN
         # Proactive step: what the peer's stamp says it likely misses.
         batch = []
         for key in sorted(self.dags):
             batch += self.dags[key].likely_missing(peer_stamp)
+        self.proactive = {ev.eid for ev in batch}
         out = self._events_msgs(batch)
         # Reactive step: descend into the peer's tree where it differs from ours; in a
         # first unconverged round only if the clocks say it holds events we lack (see the
-        # module docstring: the next STATUS catches a wrong skip).
-        if self.unconverged > 1 or not peer_stamp <= my_stamp:
+        # module docstring: the next STATUS catches a wrong skip). Both ends know both
+        # stamps, so the side to be pulled sends its root (nested) unasked.
+        again = self.unconverged > 1
+        if again or not peer_stamp <= my_stamp:
             self.stats["pulls"] += 1
-            out += self._want([peer_digest])
+            if peer_digest != D.EMPTY:
+                self._check_budget(1)
+                self.outstanding.add(peer_digest)
+                self.stats["trips"] += 1
         else:
             self.stats["pulls_skipped"] += 1
-        return out + self._maybe_endr()
+        out += self._maybe_endr()   # first: a peer done with our root then ends at once
+        if (again or not my_stamp <= peer_stamp) and mine != D.EMPTY:
+            out += self._serve([mine])
+        return out
 
-    def _item(self, ev):
+    def _item(self, ev, count=True):
         """Wire form of an event: blob event, varint j, its side-chain chunks."""
         chunks = self.repo.chunks(ev)
-        self.stats["chunks_sent"] += len(chunks)
+        if count:
+            self.stats["chunks_sent"] += len(chunks)
         return varint(len(ev.raw)) + ev.raw + varint(len(chunks)) + b"".join(chunks)
 
     def _read_item(self, r):
@@ -421,16 +537,19 @@ class SyncMachine:
         chunks = [r.take(E.CHUNK_LEN, "chunk") for _ in range(j)]
         return self.repo.parse(raw, chunks)
 
-    def _split(self, typ, parts):
-        """Messages `typ, varint c, part*c`, at most MAX_BATCH parts and about
-        MAX_MSG_BYTES each; returns (messages, parts per message)."""
+    def _split(self, typ, parts, weights=None):
+        """Messages `typ, varint c, part*c`, at most MAX_BATCH parts, MAX_NODES_MSG
+        weight (nodes) and about MAX_MSG_BYTES each; returns (messages, parts per message)."""
+        weights = weights or [1] * len(parts)
         msgs, sizes = [], []
         i = 0
         while i < len(parts):
-            j, size = i, 0
-            while j < len(parts) and j - i < MAX_BATCH and \
-                    (j == i or size + len(parts[j]) <= MAX_MSG_BYTES):
+            j, size, weight = i, 0, 0
+            while j < len(parts) and j - i < MAX_BATCH and (j == i or (
+                    size + len(parts[j]) <= MAX_MSG_BYTES and
+                    weight + weights[j] <= MAX_NODES_MSG)):
                 size += len(parts[j])
+                weight += weights[j]
                 j += 1
             msgs.append(bytes([typ]) + varint(j - i) + b"".join(parts[i:j]))
             sizes.append(j - i)
@@ -439,31 +558,41 @@ class SyncMachine:
 
     def _events_msgs(self, evs):
         self.stats["events_sent"] += len(evs)
-        return self._split(EVENTS, [self._item(ev) for ev in evs])[0]
+        msgs = self._split(EVENTS, [self._item(ev) for ev in evs])[0]
+        self.data_out += len(msgs)
+        return msgs
+
+    def _notcommon(self, keys):
+        self.data_out += 1
+        return bytes([NOTCOMMON]) + varint(len(keys)) + b"".join(varint(len(x)) + x for x in keys)
 
     def _maybe_endr(self):
+        """Our descent of the round is over: ENDR(r), or STATUS(r+1) in its place when the
+        peer's ENDR(r) is in (the peer reads it as our ENDR too)."""
         rnd = self.round
         if self.state != S_ROUND or rnd not in self.compared or self.outstanding or rnd in self.sent_endr:
             return []
         self._settle()
         self.sent_endr.add(rnd)
-        out = [bytes([ENDR]) + varint(rnd)]
         if rnd in self.peer_endr:
-            out += self._next_round()
-        return out
+            return self._next_round(conclude=True)
+        return [bytes([ENDR]) + varint(rnd)]
 
     def _on_endr(self, r):
         rnd = r.uint("round")
         r.end()
         if rnd != self.round or rnd in self.peer_endr:
             raise ClockError("round", rnd)
+        self._peer_ended(rnd)
+        if rnd in self.sent_endr:
+            return self._next_round(conclude=True)
+        return []
+
+    def _peer_ended(self, rnd):
         self.peer_endr.add(rnd)
         # The peer's descent of this round is over: it names no more of our NODES.
         self.sent_children.clear()
         self.served_round = 0
-        if rnd in self.sent_endr:
-            return self._next_round()
-        return []
 
     # -- descent ----------------------------------------------------------------------
 
@@ -471,23 +600,8 @@ class SyncMachine:
         if self.stats["nodes_recv"] + len(self.outstanding) + count > MAX_SESSION_NODES:
             raise ClockError("too_many_nodes")
 
-    def _want(self, hashes):
-        """REQ by hash (the peer's root)."""
-        need = [h for h in hashes if h not in self.known and h not in self.outstanding
-                and h != D.EMPTY]
-        if not need:
-            return []
-        self._check_budget(len(need))
-        self.outstanding.update(need)
-        self.stats["trips"] += 1
-        out = []
-        for i in range(0, len(need), MAX_BATCH):
-            part = need[i:i + MAX_BATCH]
-            out.append(bytes([REQ]) + varint(len(part)) + b"".join(part))
-        return out
-
     def _want_children(self, ref, children, eligible):
-        """REQC for the children of the peer's NODES message `ref` that we lack."""
+        """REQC for the open children of the peer's NODES message `ref` that we lack."""
         bits = bytearray((len(children) + 7) // 8)
         need = set()
         for i, h in enumerate(children):
@@ -501,12 +615,6 @@ class SyncMachine:
         self.outstanding.update(need)
         self.stats["trips"] += 1
         return [bytes([REQC]) + varint(ref) + bytes(bits)]
-
-    def _on_req(self, r):
-        cnt = r.uint("req count", MAX_BATCH)
-        hashes = [r.take(32, "hash") for _ in range(cnt)]
-        r.end()
-        return self._serve(hashes)
 
     def _on_reqc(self, r):
         ref = r.uint("ref")
@@ -523,40 +631,152 @@ class SyncMachine:
         return self._serve(hashes)
 
     def _serve(self, hashes):
-        """NODES answering a REQ or REQC; records each message's children for REQC."""
-        self.served_round += len(hashes)
-        if self.served_round > MAX_SESSION_NODES:   # bounds sent_children too
-            raise ClockError("too_many_reqs")
-        parts, kids = [], []
+        """NODES answering a REQC (or our root, unasked); records each message's open
+        children (the bare child hashes, in order) for the peer's REQC."""
+        parts, opens, weights, leafy = [], [], [], []
         for h in hashes:
-            node = self.served.get(h)
-            if node is None:
-                parts.append(bytes([N_UNKNOWN]) + h)
-                kids.append(())
-                continue
-            tag, data = node
-            if tag == D.T_INNER:
-                parts.append(bytes([tag]) + data[0] + data[1])
-                kids.append(data)
-            elif tag == D.T_FORK:
-                parts.append(bytes([tag]) + data)
-                kids.append((data,))
-            elif tag == D.T_KEYED:
-                parts.append(bytes([tag]) + varint(len(data[0])) + data[0] + data[1])
-                kids.append((data[1],))
-            else:
-                parts.append(bytes([tag]) + self._item(self._event(data)))
-                kids.append(())
-        self.stats["nodes_sent"] += len(parts)
-        msgs, sizes = self._split(NODES, parts)
+            if self.served_round > MAX_SESSION_NODES:   # bounds sent_children too
+                raise ClockError("too_many_reqs")
+            part, o, count, leaf = self._answer(h)
+            self.served_round += count
+            parts.append(part)
+            opens.append(o)
+            weights.append(count)
+            leafy.append(leaf)
+        self.stats["nodes_sent"] += sum(weights)
+        msgs, sizes = self._split(NODES, parts, weights)
         i = 0
         for size in sizes:
-            children = [c for k in kids[i:i + size] for c in k]
+            children = [c for o in opens[i:i + size] for c in o]
             if children:
                 self.sent_children[self.nodes_out] = children
+            if any(leafy[i:i + size]):
+                self.data_out += 1
             self.nodes_out += 1
             i += size
         return msgs
+
+    def _answer(self, h):
+        """(wire form, open children, nodes, holds a LEAF) of our node h answering a
+        request: the node with the descendants `_expand` picks nested in it."""
+        node = self.served.get(h)
+        if node is None:
+            return bytes([N_UNKNOWN]) + h, [], 1, False
+        if node[0] == D.T_LEAF:
+            return bytes([D.T_LEAF]) + self._item(self._event(node[1])), [], 1, True
+        a = _Answer()
+        a.room -= self._bare_size(node)
+        self._encode(h, node, h, 0, 0, True, a)
+        return bytes(a.buf), a.opens, a.nodes, a.leaf
+
+    def _encode(self, h, node, anchor, t, depth, spine, a):
+        """Append node h; `anchor`: the top of the Merkle tree run it is in (the request,
+        or the child of a FORK/KEYED), t: its INNER depth below the anchor."""
+        a.nodes += 1
+        tag, data = node
+        kids = data if tag == D.T_INNER else (data,) if tag == D.T_FORK else (data[1],)
+        nest = [self._expand(c, h, tag, i, anchor, t, depth, spine, a) for i, c in enumerate(kids)]
+        a.buf.append(tag | (X_FIRST if nest[0] else 0) |
+                     (X_SECOND if len(kids) > 1 and nest[1] else 0))
+        if tag == D.T_KEYED:
+            a.buf += varint(len(data[0])) + data[0]
+        for c, x in zip(kids, nest):
+            if not x:
+                a.buf += c
+                a.opens.append(c)
+            elif x is not True:      # an event: its item
+                a.buf.append(D.T_LEAF)
+                a.buf += x
+                a.nodes += 1
+                a.leaf = True
+            elif tag == D.T_INNER:
+                self._encode(c, self.served[c], anchor, t + 1, depth + 1, spine and c == kids[1], a)
+            else:
+                self._encode(c, self.served[c], c, 0, depth + 1, True, a)
+
+    def _expand(self, c, parent, ptag, i, anchor, t, depth, spine, a):
+        """Nest child c (the i-th of our node `parent`) in the answer? Returns False
+        (send its hash), True (nest the node) or an event item (nest the LEAF). Policy:
+          * FORK and KEYED children always (they differ whenever their parent does);
+          * set tree: INNER children within EXPAND_DEPTH levels of the request, deeper
+            ones and KEYED leaves when likely to differ (P from diff_est events falling
+            on random entities, relative to the anchor's P);
+          * entity tree: the right child (appends change the right spine) and nodes over
+            the newest tail_est items;
+          * an event, when the peer is `behind` (its stamp is below ours, so where an
+            entity differs it lacks the newest events) and the event is the last one under
+            the anchor, unless it went out proactively.
+        Bounded by the answer's room (one message) and MAX_NEST."""
+        node = self.served.get(c)
+        if node is None or depth + 1 > MAX_NEST:
+            return False
+        if node[0] == D.T_LEAF:
+            if not self.behind or node[1] in self.proactive or parent in self._set_nodes or \
+                    (ptag == D.T_INNER and not (spine and i == 1)):
+                return False
+            item = self._item(self._event(node[1]), count=False)
+            if len(item) + 1 - 32 > a.room or a.nodes_left < 1:
+                return False
+            self.stats["chunks_sent"] += item_chunks(item)
+            a.room -= len(item) + 1 - 32   # in place of its hash
+            a.nodes_left -= 1
+            return item
+        cost = self._bare_size(node) - 32
+        if cost > a.room or a.nodes_left < 1:
+            return False
+        if ptag != D.T_INNER:
+            ok = True
+        elif parent in self._set_nodes:
+            p = self._p_differs(c) / self._p_differs(anchor)
+            ok = (t + 1 < EXPAND_DEPTH or p >= EXPAND_P) if node[0] == D.T_INNER \
+                else p >= EXPAND_P_KEYED
+        else:
+            ok = i == 1 or self._tail.get(c, len(self.served)) < self.tail_est
+        if ok:
+            a.room -= cost
+            a.nodes_left -= 1
+        return ok
+
+    @staticmethod
+    def _bare_size(node):
+        """Wire size of a node with its children as hashes."""
+        tag, data = node
+        if tag == D.T_INNER:
+            return 65
+        if tag == D.T_KEYED:
+            return 33 + len(varint(len(data[0]))) + len(data[0])
+        return 33
+
+    def _mark_tail(self, root):
+        """Record for each node of an entity tree how many items follow it in its list
+        (_expand nests the nodes over the newest items)."""
+        todo = [(root, 0)]
+        while todo:
+            h, after = todo.pop()
+            node = self.served.get(h)
+            if node is None or self._tail.get(h) == after:
+                continue
+            self._tail[h] = after
+            if node[0] == D.T_INNER:
+                todo += [(node[1][0], after + self._size(node[1][1])), (node[1][1], after)]
+            elif node[0] == D.T_FORK:
+                todo.append((node[1], after))
+
+    def _size(self, h):
+        """Items under our node h in its Merkle tree (INNER: both sides; others: 1)."""
+        s = self._sizes.get(h)
+        if s is None:
+            node = self.served.get(h)
+            inner = node is not None and node[0] == D.T_INNER
+            s = self._size(node[1][0]) + self._size(node[1][1]) if inner else 1
+            self._sizes[h] = s
+        return s
+
+    def _p_differs(self, h):
+        """P(a set-tree node differs from the peer's) if diff_est events it lacks fall on
+        random common entities."""
+        frac = min(1.0, self._size(h) / max(1, len(self.dags)))
+        return 1 - (1 - frac) ** self.diff_est
 
     def _event(self, eid):
         for dag in self.dags.values():
@@ -572,49 +792,65 @@ class SyncMachine:
         cnt = r.uint("node count", MAX_BATCH)
         ref = self.nodes_in
         self.nodes_in += 1
-        children = []    # in node order, as the peer numbers them for REQC
-        eligible = []
-        out = []
-        events = []
+        rd = _NodesRead()
         for _ in range(cnt):
-            tag = r.byte("node tag")
-            if tag == D.T_INNER:
-                l, rr = r.take(32, "l"), r.take(32, "r")
-                h = D.h_inner(l, rr)
-                children += [l, rr]
-                eligible += [True, True]
-            elif tag == D.T_FORK:
-                sub = r.take(32, "sub")
-                h = D.h_fork(sub)
-                children.append(sub)
-                eligible.append(True)
-            elif tag == D.T_KEYED:
-                key = r.blob("key", MAX_KEY_LEN)
-                root = r.take(32, "root")
-                h = D.h_keyed(key, root)
-                children.append(root)
-                eligible.append(key in self.dags)
-                if key not in self.dags and key not in self.notcommon_sent:
-                    self.notcommon_sent.add(key)
-                    self.stats["false_positives"] += 1
-                    out.append(bytes([NOTCOMMON]) + varint(1) + varint(len(key)) + key)
-            elif tag == D.T_LEAF:
-                ev = self._read_item(r)
-                h = D.h_leaf(ev.eid)
-                events.append(ev)
-            elif tag == N_UNKNOWN:
-                h = r.take(32, "hash")
-            else:
-                raise ClockError("node_tag", tag)
+            h = self._read_node(r, rd, 0, True)
             if h not in self.outstanding:
                 raise ClockError("unrequested_node")
             self.outstanding.discard(h)
-            self.stats["nodes_recv"] += 1
         r.end()
-        for ev in events:
+        self.stats["nodes_recv"] += rd.count
+        if self.stats["nodes_recv"] > MAX_SESSION_NODES:
+            raise ClockError("too_many_nodes")
+        out = [self._notcommon(rd.stray)] if rd.stray else []
+        if rd.events:
+            self.data_in += 1
+        for ev in rd.events:
             out += self._accept(ev)
-        out += self._want_children(ref, children, eligible)
+        out += self._want_children(ref, rd.opens, rd.eligible)
         return out + self._maybe_endr()
+
+    def _read_node(self, r, rd, depth, eligible):
+        """Parse one node (and the nodes nested in it); returns its hash. Only an answer
+        itself (depth 0) may be a LEAF or unknown; open children go to rd.opens."""
+        rd.count += 1
+        if rd.count > MAX_NODES_MSG:
+            raise ClockError("node_count", rd.count)
+        tag = r.byte("node tag")
+        if tag == N_UNKNOWN:
+            if depth:   # only an answer itself can be a node the peer does not hold
+                raise ClockError("node_nested", tag)
+            return r.take(32, "hash")
+        if tag == D.T_LEAF:
+            ev = self._read_item(r)
+            rd.events.append(ev)
+            return D.h_leaf(ev.eid)
+        base, flags = tag & 0x0F, tag & 0xF0
+        if base == D.T_INNER and not flags & ~(X_FIRST | X_SECOND):
+            left = self._read_child(r, rd, depth, eligible, flags & X_FIRST)
+            right = self._read_child(r, rd, depth, eligible, flags & X_SECOND)
+            return D.h_inner(left, right)
+        if base == D.T_FORK and flags in (0, X_FIRST):
+            return D.h_fork(self._read_child(r, rd, depth, eligible, flags))
+        if base == D.T_KEYED and flags in (0, X_FIRST):
+            key = r.blob("key", MAX_KEY_LEN)
+            common = key in self.dags
+            if not common and key not in self.notcommon_sent:
+                self.notcommon_sent.add(key)
+                self.stats["false_positives"] += 1
+                rd.stray.append(key)
+            return D.h_keyed(key, self._read_child(r, rd, depth, eligible and common, flags))
+        raise ClockError("node_tag", tag)
+
+    def _read_child(self, r, rd, depth, eligible, nested):
+        if nested:
+            if depth + 1 > MAX_NEST:
+                raise ClockError("node_depth", depth + 1)
+            return self._read_node(r, rd, depth + 1, eligible)
+        h = r.take(32, "hash")
+        rd.opens.append(h)
+        rd.eligible.append(eligible)
+        return h
 
     # -- events -------------------------------------------------------------------------
 
@@ -622,6 +858,7 @@ class SyncMachine:
         cnt = r.uint("event count", MAX_BATCH)
         evs = [self._read_item(r) for _ in range(cnt)]   # all checked before any is stored
         r.end()
+        self.data_in += 1
         out = []
         stray = []
         for ev in evs:
@@ -635,8 +872,7 @@ class SyncMachine:
                 continue
             out += self._accept(ev)
         if stray:
-            out.insert(0, bytes([NOTCOMMON]) + varint(len(stray)) +
-                       b"".join(varint(len(x)) + x for x in stray))
+            out.insert(0, self._notcommon(stray))
         return out
 
     def _on_notcommon(self, r):
@@ -645,6 +881,7 @@ class SyncMachine:
         r.end()
         if self.mode == "entity":
             raise ClockError("notcommon_in_entity_mode")
+        self.data_in += 1
         for key in keys:
             if self.dags.pop(key, None) is not None:
                 self._dirty = True
@@ -838,3 +1075,33 @@ class SyncMachine:
             raise ClockError("round", rnd)   # the peer's JEND follows its JOINS
         self.state = S_IDLE
         return []
+
+
+class _Answer:
+    """One answer being encoded."""
+
+    def __init__(self):
+        self.buf = bytearray()
+        self.opens = []      # bare child hashes in order
+        self.nodes = 0
+        self.room = MAX_ANSWER_BYTES   # bytes left: the answer fits one message
+        self.nodes_left = MAX_EXPAND - 1
+        self.leaf = False    # holds an event (a data message, see STATUS acks)
+
+
+def item_chunks(item):
+    """Number of side-chain chunks in an encoded event item."""
+    r = Reader(item)
+    r.blob()
+    return r.uint()
+
+
+class _NodesRead:
+    """What parsing one NODES message collects."""
+
+    def __init__(self):
+        self.count = 0       # nodes, nested ones included
+        self.opens = []      # bare child hashes in order (REQC numbers them)
+        self.eligible = []   # per open child: under a key we replicate
+        self.events = []     # LEAF answers
+        self.stray = []      # keys of KEYED nodes we do not replicate
