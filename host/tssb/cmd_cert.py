@@ -199,12 +199,11 @@ def cmd_verify(args):
     from tssb.certs import CertError, certificate, forks
     fid = None
     if args.feed:
+        from tssb.context import parse_public_key
         try:
-            fid = bytes.fromhex(args.feed)
-        except ValueError:
-            fid = b""
-        if len(fid) != 32:
-            raise CliError("--feed must be 64 hex digits")
+            fid = parse_public_key(args.feed)   # a feed ID is its author's public key
+        except ValueError as e:
+            raise CliError("--feed: %s" % e)
     bad = 0
     for path in args.files:
         data = _read(path)

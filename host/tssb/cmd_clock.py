@@ -1,6 +1,5 @@
 """`tssb clock status` and `tssb clock sync --peer HOST:PORT` (Bloom-clock sync)."""
 import asyncio
-import os
 import time
 
 from tssb.clock.service import store_db
@@ -11,12 +10,8 @@ DEFAULT_TIMEOUT = 120.0   # seconds for one whole sync (connect, handshake, all 
 
 
 def _ctx(args):
-    try:
-        from tssb.context import Context
-    except ImportError:
-        raise CliError("host context (tssb.context) is not available in this build")
-    home = args.home or os.environ.get("TSSB_HOME") or os.path.expanduser("~/.tssb")
-    return Context.open(home)
+    from tssb.context import Context
+    return Context.open(args.home)   # None: $TSSB_HOME, else ~/.tssb
 
 
 def _short(b, n=16):
@@ -131,12 +126,11 @@ def cmd_sync(args):
     host, port = _peer_addr(args.peer)
     key = None
     if args.feed:
+        from tssb.context import parse_public_key
         try:
-            key = bytes.fromhex(args.feed)
-        except ValueError:
-            key = b""
-        if len(key) != 32:
-            raise CliError("--feed must be a feed ID of 64 hex digits")
+            key = parse_public_key(args.feed)   # a feed ID is its author's public key
+        except ValueError as e:
+            raise CliError("--feed: %s" % e)
     mode = "entity" if key else args.mode
     if key and args.mode != "feeds":
         raise CliError("--feed syncs one feed; it cannot be combined with --mode %s" % args.mode)
@@ -191,7 +185,8 @@ def cmd_sync(args):
 
 def _common(p):
     from tssb.clock.bloom import DEFAULT_K, DEFAULT_N
-    p.add_argument("--home", help="data directory (default $TSSB_HOME or ~/.tssb)")
+    from tssb.context import add_home_option
+    add_home_option(p)
     p.add_argument("--n", type=int, default=DEFAULT_N,
                    help="Bloom clock cells N (default %(default)s; both peers must agree)")
     p.add_argument("--k", type=int, default=DEFAULT_K,

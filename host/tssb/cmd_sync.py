@@ -3,6 +3,7 @@ import asyncio
 import sys
 
 from .cli import CliError
+from .context import add_home_option
 
 
 def register(subparsers):
@@ -12,7 +13,7 @@ def register(subparsers):
                     "stores with SETU (draft-summermatter-set-union-01). Both hosts end with "
                     "the union of their log entries; every received entry is signature-checked.")
     p.add_argument("--peer", required=True, metavar="HOST:PORT", help="the peer's `tssb serve` address")
-    p.add_argument("--home", default=None, help="data directory (default $TSSB_HOME or ~/.tssb)")
+    add_home_option(p)
     p.add_argument("--profile", choices=("tssb2", "gnunet"), default="tssb2",
                    help="tssb2 (default; fixes GNUnet's IBF flaws) or gnunet (GNUnet-identical IBFs)")
     p.add_argument("--timeout", type=float, default=60.0,
@@ -42,8 +43,7 @@ def run(args):
     from .setu.tinyssb_elements import StoreSource
     from .channel import ChannelClosed
 
-    import os
-    ctx = Context.open(args.home or os.environ.get("TSSB_HOME") or os.path.expanduser("~/.tssb"))
+    ctx = Context.open(args.home)
     src = StoreSource(ctx.store)
     n = src.refresh()
     print("local set: %d elements (entries and chunks); connecting to %s:%d" % (n, host, port), file=sys.stderr)

@@ -137,12 +137,15 @@ def check_chain(pkt, chunks):
     """
     if not chunks:
         return
-    n = chain_chunks(pkt)
-    if n == 0:
+    if pkt[7] != tentry.CHAIN20:
         raise ClockError("chunk_type")
-    if len(chunks) > n:
-        raise ClockError("chunk_count", (len(chunks), n))
-    expect = bytes(pkt[36:56])        # chain20: the entry's pointer names chunk 0
+    try:
+        info = tentry.chain_info(pkt)
+    except WireError:
+        raise ClockError("chunk_type")
+    if len(chunks) > info.n_chunks:
+        raise ClockError("chunk_count", (len(chunks), info.n_chunks))
+    expect = info.hptr                 # the entry's pointer names chunk 0
     for i, c in enumerate(chunks):
         if len(c) != CHUNK_LEN:
             raise ClockError("chunk_len", i)
