@@ -306,3 +306,25 @@ def test_policy_needs_an_explicit_choice_and_bounds_its_table():
     b = TokenBucket(2, 2, 0.0)
     assert [b.take(0.0) for _ in range(3)] == [True, True, False]
     assert b.take(0.5)
+
+
+
+def test_close_reads_on_until_the_peers_goodbye(hosts):
+    # Closing a socket with unread data makes the kernel reset the connection, which can
+    # destroy our last frames before the peer has read them (seen as a server that never
+    # got the client's last message). close() therefore reads on until the peer answers
+    # our goodbye with its own.
+    a, b = hosts
+
+    async def main():
+        srv = await start_server(a, "127.0.0.1", 0, services=SERVICES)
+        s = await connect("127.0.0.1", srv.port, b, peer=a.identity.public)
+        ch = await s.open_stream("echo")
+        await ch.send(b"last")
+        await s.close()
+        assert s.close_reason == "closed"
+        assert s._box_r.closed            # the server's goodbye was read before closing
+        server_side = next(iter(srv.sessions), None)
+        assert server_side is None or server_side.close_reason == "goodbye"
+        await srv.close()
+    run(main())

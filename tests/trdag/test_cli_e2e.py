@@ -4,6 +4,7 @@ import asyncio
 import json
 import os
 import threading
+import time
 
 import pytest
 
@@ -18,6 +19,21 @@ def tssb(capsys, *argv):
         cli.main(list(argv))
     out = capsys.readouterr()
     return e.value.code, out.out, out.err
+
+
+def server_done(home, n, limit_s=20.0):
+    """The server's sync_done events once it has logged n of them: the client's command
+    returns when its own side is done, the server may still be storing the last data."""
+    path = os.path.join(home, "logs", "events.jsonl")
+    end = time.monotonic() + limit_s
+    while True:
+        done = []
+        if os.path.exists(path):
+            with open(path) as f:
+                done = [e for e in map(json.loads, f) if e["event"] == "sync_done"]
+        if len(done) >= n or time.monotonic() > end:
+            return done
+        time.sleep(0.02)
 
 
 def test_post_show_sync(tmp_path, capsys):
@@ -46,6 +62,7 @@ def test_post_show_sync(tmp_path, capsys):
                               "127.0.0.1:%d" % server.port, "--root", root, "--variant", "basic")
         assert code == 0, err
         assert "ok" in out and "sent" in out
+        assert len(server_done(hb, 1)) == 1
         # b now holds the whole DAG and can extend it; a syncs the new message back
         assert tssb(capsys, "dag", "post", "--home", hb, "--root", root, "from b")[0] == 0
         code, out, err = tssb(capsys, "dag", "sync", "--home", ha, "--peer",
@@ -61,7 +78,7 @@ def test_post_show_sync(tmp_path, capsys):
     # a's own feed continued in order in a's store; b's store got a's feed too
     assert ca.store.front(ca.identity.public)[0] == 6
     assert cb.store.front(ca.identity.public)[0] == 6
-    with open(os.path.join(hb, "logs", "events.jsonl")) as f:
-        done = [e for e in map(json.loads, f) if e["event"] == "sync_done"]
-    assert len(done) == 2 and all(e["ok"] and e["proto"] == "trdag" for e in done)
+    done = server_done(hb, 2)
+    assert len(done) == 2 and all(e["ok"] and e["proto"] == "trdag" for e in done), \
+        [(e["ok"], e.get("reason")) for e in done]
     assert done[0]["elements_sent"] == 0 and done[0]["elements_recv"] == 6

@@ -15,6 +15,8 @@ from tssb.session.policy import HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, PeerPolicy
 SERVICES = {"setu": "tssb.setu.service", "trdag": "tssb.trdag.service",
             "clock": "tssb.clock.service", "certs": "tssb.certs.service"}
 READ_SIZE = 64 * 1024      # bytes per socket read: bounds what one BoxReader.feed holds
+CLOSE_WAIT_S = 2.0         # our goodbye sent: how long to wait for the peer's
+END_GRACE_S = 5.0          # after a session ends, services may still finish its last messages
 DEFAULT_PORT = 8008        # the SSB convention for its TCP port
 
 
@@ -65,7 +67,8 @@ class Session:
                 for body in self._box_r.feed(data):
                     self.mux.on_frame(body)
                 if self._box_r.closed:
-                    reason = "goodbye"
+                    # the peer's goodbye: its own, or its answer to ours (close())
+                    reason = "closed" if self._box_w.closed else "goodbye"
                     await self._say_goodbye()
                     break
         except asyncio.TimeoutError:
@@ -93,9 +96,16 @@ class Session:
         self.close_reason = reason
         self.mux.shutdown(reason)
         me = asyncio.current_task()
-        for t in self._tasks + list(self.service_tasks):
+        for t in self._tasks:
             if t is not me:
                 t.cancel()
+        services = [t for t in self.service_tasks if t is not me]
+        if services:
+            # The services may not have read the peer's last (authenticated) messages yet.
+            # Their streams are dead (recv drains what arrived, then ChannelClosed; send
+            # fails), so they finish on their own; the grace only bounds a stuck one.
+            asyncio.get_running_loop().call_later(
+                END_GRACE_S, lambda: [t.cancel() for t in services])
         self._writer.close()
         self._done.set()
 
@@ -111,6 +121,13 @@ class Session:
         """Send the goodbye and end the session (streams then raise ChannelClosed)."""
         if not self.close_reason:
             await self._say_goodbye()
+            # Keep reading until the peer's goodbye (or EOF): closing a socket with unread
+            # data makes the kernel send a reset, which can destroy our last frames (and
+            # the goodbye) before the peer has read them.
+            try:
+                await asyncio.wait_for(self._done.wait(), CLOSE_WAIT_S)
+            except asyncio.TimeoutError:
+                pass
             self._end("closed")
         await self.wait_closed()
 
