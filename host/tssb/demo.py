@@ -42,7 +42,7 @@ def mesh_step(out, seed=1, say=print):
     LoRa boards (tssb.sim, bundled scenario "demo") until every feed is complete at every
     board; event logs (tx/rx with airtime_ms, rssi, snr) go to OUT/logs."""
     from tssb import sim
-    from tssb.cmd_sim import summary_lines
+    from tssb.cli.sim import summary_lines
     sc = sim.scenario.load(sim.scenario_path("demo"))
     sc["seed"] = seed
     logdir = os.path.join(out, "logs")

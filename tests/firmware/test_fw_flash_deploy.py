@@ -133,7 +133,7 @@ def flash_args(**kw):
 
 
 def test_flash_runs_esptool_with_board_offset(tmp_path, monkeypatch, capsys):
-    from tssb import cmd_flash
+    from tssb.cli import flash as cmd_flash
     img = tmp_path / "fw.bin"
     img.write_bytes(b"\x00" * 64)
     monkeypatch.setattr(ports, "check_access", lambda p: None)
@@ -148,7 +148,7 @@ def test_flash_runs_esptool_with_board_offset(tmp_path, monkeypatch, capsys):
 
 
 def test_flash_errors(tmp_path):
-    from tssb import cmd_flash
+    from tssb.cli import flash as cmd_flash
     with pytest.raises(CliError, match="no firmware image"):
         cmd_flash.run(flash_args(image=str(tmp_path / "none.bin")))
     with pytest.raises(CliError, match="unknown board"):
@@ -158,7 +158,7 @@ def test_flash_errors(tmp_path):
 
 
 def test_flash_list(capsys):
-    from tssb import cmd_flash
+    from tssb.cli import flash as cmd_flash
     cmd_flash.run(flash_args(list=True), list_fn=lambda: [("/dev/ttyACM0", 0x303A, 0x1001,
                                                            "USB JTAG")])
     assert "303a:1001 t3s3" in capsys.readouterr().out
@@ -253,7 +253,7 @@ def test_mpremote_failures(stderr, expect):
 
 
 def test_deploy_builds_bundle_and_runs_mpremote(tmp_path, monkeypatch):
-    from tssb import cmd_deploy
+    from tssb.cli import deploy as cmd_deploy
     monkeypatch.setattr(ports, "check_access", lambda p: None)
     seen = {}
 

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from tinyssb.frames import add_crc
-from tssb.cmd_sim import summary_lines
+from tssb.cli.sim import summary_lines
 from tssb.sim import ScenarioError, Simulator, mobility, scenario, scenario_path
 from tssbfw.airtime import plan_airtime_ms
 

@@ -41,7 +41,7 @@ def _state(ctx, root_hex):
 
 
 def _ctx(args):
-    from tssb.cmd_clock import _ctx as ctx
+    from tssb.cli.clock import _ctx as ctx
     return ctx(args)
 
 

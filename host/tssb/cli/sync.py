@@ -2,8 +2,8 @@
 import asyncio
 import sys
 
-from .cli import CliError
-from .context import add_home_option
+from tssb.cli import CliError
+from tssb.context import add_home_option
 
 
 def register(subparsers):
@@ -35,13 +35,13 @@ def run(args):
         from tssb.context import Context
     except ImportError as e:
         raise CliError("secure sessions are not available in this build (%s)" % e)
-    from .setu import constants as C
-    from .setu.driver import reconcile
-    from .setu.errors import SetuError
-    from .setu.machine import Config
-    from .setu.service import summary_fields
-    from .setu.tinyssb_elements import StoreSource
-    from .channel import ChannelClosed
+    from tssb.setu import constants as C
+    from tssb.setu.driver import reconcile
+    from tssb.setu.errors import SetuError
+    from tssb.setu.machine import Config
+    from tssb.setu.service import summary_fields
+    from tssb.setu.tinyssb_elements import StoreSource
+    from tssb.channel import ChannelClosed
 
     ctx = Context.open(args.home)
     src = StoreSource(ctx.store)

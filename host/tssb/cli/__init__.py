@@ -1,6 +1,6 @@
 """The `tssb` command.
 
-Each sub-command lives in a module `tssb.cmd_<name>` that defines
+Each sub-command lives in a module of this package, `tssb.cli.<name>`, that defines
 `register(subparsers)`; this file discovers them, so adding a command never edits it.
 A command's function gets the parsed arguments and returns an exit status (or None for 0).
 Errors meant for the user are raised as `CliError` and printed without a traceback.
@@ -28,9 +28,9 @@ def build_parser():
                     "reconcile between hosts (SETU, trDAG, Bloom clocks), simulate meshes.")
     p.add_argument("--version", action="version", version="tssb " + tssb.VERSION)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    names = sorted(m.name for m in pkgutil.iter_modules(tssb.__path__) if m.name.startswith("cmd_"))
+    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
     for name in names:
-        importlib.import_module("tssb." + name).register(sub)
+        importlib.import_module(__name__ + "." + name).register(sub)
     return p
 
 

@@ -4,7 +4,7 @@ import json
 
 from tinyssb import link
 from tssb.cli import CliError
-from tssb.cmd_feeds import feed_rows
+from tssb.cli.feeds import feed_rows
 from tssb.context import Context, add_home_option
 
 
