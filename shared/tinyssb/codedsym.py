@@ -28,7 +28,8 @@ Classes:
                                        extend(m2) (keeps the keys), to_bytes/from_bytes
   Decoder(codec, local, ...)           remote symbols in index order, batch by batch; peels;
                                        remote_keys / local_keys / done; bounded by limits;
-                                       add_diff / known / residual for two-party protocols
+                                       add_diff / known / residual for two-party protocols;
+                                       split_pairs for one-key-each-way symbols
 """
 from hashlib import sha256
 
@@ -424,28 +425,89 @@ class Decoder:
         return key, sign
 
     def _peel(self, queue):
-        cd = self.codec
         while queue:
             i = queue.pop()
             got = self._pure(i)
-            if got is None:
+            if got is not None:
+                self._resolve(got[0], got[1], i, queue)
+
+    def _resolve(self, key, sign, i, queue):
+        """Record a difference key found in symbol i and peel it from every received
+        symbol it maps to (queueing those left non-zero); False if it does not map to i."""
+        cd = self.codec
+        item, seed = cd.item(key)
+        # the key must map to i: a cheap second test against false purity
+        last, x = 0, seed
+        hits = []
+        while last < self.received:
+            hits.append(last)
+            last, x = next_index(last, x)
+        if i not in hits:
+            return False
+        if len(self._found) >= self.max_keys:
+            raise CodedSymbolError("too many keys", "more than %d" % self.max_keys)
+        self._found.add(key)
+        (self.remote_keys if sign > 0 else self.local_keys).append(key)
+        for j in hits:
+            self._peel_one(j, item, sign)
+            if j != i and not self._zero(j):
+                queue.append(j)
+        self._park([item, seed, sign, last, x])
+        return True
+
+    def split_pairs(self):
+        """Decode received symbols that hold one remote and one local key (COUNT 0): each
+        local key of the prefix that maps there is tried as the local half, and the pair is
+        taken when the other half's checksum agrees and it maps there too. Needs the local
+        prefix's keys (an Encoder with keep_keys). For small two-sided differences this saves
+        about a third of the symbols (5 + 5 keys: 16.5 -> 11 on average; 25 + 25: 74 -> 50).
+        Returns the number of keys newly decoded."""
+        keys = getattr(self.local, "keys", None)
+        if not keys or not self.codec.count_len:
+            return 0
+        cd = self.codec
+        kl, sl = cd.key_len, cd.sum_len
+        n = self.received
+        at = {}                       # index < n -> local keys (not yet found) mapping there
+        for key, seed in keys.items():
+            if key in self._found:
                 continue
-            key, sign = got
-            item, seed = cd.item(key)
-            # the key must map to i: a cheap second test against false purity
             last, x = 0, seed
-            hits = []
-            while last < self.received:
-                hits.append(last)
+            while last < n:
+                lst = at.get(last)
+                if lst is None:
+                    at[last] = [key]
+                else:
+                    lst.append(key)
                 last, x = next_index(last, x)
-            if i not in hits:
-                continue
-            if len(self._found) >= self.max_keys:
-                raise CodedSymbolError("too many keys", "more than %d" % self.max_keys)
-            self._found.add(key)
-            (self.remote_keys if sign > 0 else self.local_keys).append(key)
-            for j in hits:
-                self._peel_one(j, item, sign)
-                if j != i and not self._zero(j):
-                    queue.append(j)
-            self._park([item, seed, sign, last, x])
+        before = len(self.remote_keys) + len(self.local_keys)
+        progress = True
+        while progress:               # a pair peeled may leave another symbol a pair
+            progress = False
+            queue = []
+            for i in range(n):
+                if self.counts[i] != 0 or self._zero(i):
+                    continue
+                s = self.sums[i * sl:(i + 1) * sl]
+                for lk in at.get(i, ()):
+                    if lk in self._found:
+                        continue
+                    rest = bytearray(s)
+                    hotloops.xor_into(rest, lk + key_hash(lk)[4:4 + cd.chk_len])
+                    rk = bytes(rest[:kl])
+                    if rk in keys or rk in self._found or not cd.is_pure_sum(rest):
+                        continue
+                    if not self._maps_to(rk, i):
+                        continue
+                    self._resolve(lk, -1, i, queue)
+                    self._resolve(rk, 1, i, queue)
+                    progress = True
+                    break
+            self._peel(queue)
+        return len(self.remote_keys) + len(self.local_keys) - before
+
+    def _maps_to(self, key, i):
+        last, x = 0, self.codec.item(key)[1]
+        while last < i:
+            last, x = next_index(last, x)
+        return last == i
