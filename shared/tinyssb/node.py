@@ -13,21 +13,44 @@ malformed or unexpected is dropped and counted in `node.counters` by reason.
 
 Demultiplexing as deployed: the first 7 bytes select GOSET, WANT, CHNK or the next entry
 of a feed; in addition every 120-byte packet is hashed and looked up among the chunk
-hashes expected, so one packet may serve both. WANT and CHNK are keyed by the GOSET state,
-so they only reach peers with the identical set, and (as on the ESP32) a node sends them
-only when no claim it has seen covers more keys than it holds.
+hashes expected, so one packet may serve both.
 
-Timing defaults are the ESP32's (tinyssb-wire.md 5.1): full GOSET claim every 20 s,
-pending-claim work every 5-5.5 s, WANT and CHNK every 1.5-2 s.
+Two modes (goset.DEPLOYED, goset.EXTENDED), one implementation; they differ in policy.
+
+DEPLOYED behaves as the deployed ESP32 (tinyssb-wire.md 4-5): WANT and CHNK are keyed by
+the GOSET state and sent only while no claim seen covers more keys than the node holds;
+timers are the ESP32's (full claim every 20 s, pending-claim work every 5-5.5 s, WANT and
+CHNK every 1.5-2 s). The simulator runs it for deployed-behaviour boards.
+
+EXTENDED is what our boards and hosts run. Same packets towards deployed nodes, plus:
+  - GOSET policy: trust classes, eviction and ageing of keys nobody vouches for, exact
+    answers to claims (goset.py); the GOSET extension between our nodes (gosetx.py).
+  - WANT/CHNK are keyed by any set a neighbour showed it holds (spaces.py) and answered
+    under any set we know; with no such sign, none are sent.
+  - A WANT or CHNK we cannot serve yet is remembered (DEFER_MS); the entry or chunk goes
+    out as soon as it arrives, so a new entry travels a hop in about its own airtime
+    instead of waiting for the requester's next timer.
+  - Signs that a neighbour holds more (its WANT asks beyond our newest entry, its CHNK
+    beyond our newest chunk, an entry that opens a side chain) bring our WANT/CHNK
+    forward (PROMPT_MS, at most one per PROMPT_GAP_MS); a WANT or CHNK that brought
+    nothing doubles the period up to WANT_MAX_MS, so an idle mesh stays quiet.
+  - Any number of stored feeds: the GOSET holds the followed ones, then the most recently
+    active, up to capacity - RESERVE; the rest stay in the store, dormant (capacity
+    policy, not GOSetFull at start).
+All of it only shapes what the node itself sends; every packet is a deployed one or
+travels under the extension's own DMX.
 """
 from hashlib import sha256
 
 from tinyssb import entry
-from tinyssb.dmx import GOSET_DMX, chnk_dmx, want_dmx
-from tinyssb.errors import WireError
-from tinyssb.goset import CAPACITY, GOSet
-from tinyssb.replica import MAX_CHAIN_CHUNKS, Replica
 from tinyssb import vectors
+from tinyssb.aggregate import Aggregate
+from tinyssb.dmx import GOSET_DMX
+from tinyssb.errors import WireError
+from tinyssb.goset import (CAPACITY, CLAIM, CLAIM_LEN, EXTENDED, KEY_LEN, PINNED, GOSet,
+                           GOSetFull)
+from tinyssb.replica import MAX_CHAIN_CHUNKS, Replica
+from tinyssb.spaces import Spaces
 
 try:
     import random as _random
@@ -46,6 +69,20 @@ TIMING = {
     "chnk": (4000, 1500, 500),
 }
 
+# Extended mode.
+RESERVE = 10            # GOSET slots kept free of stored feeds for feeds the mesh announces
+WANT_MAX_MS = 12000     # longest WANT/CHNK period when they bring nothing (8 x 1.5 s)
+PROMPT_MS = 100         # delay of a WANT/CHNK brought forward (replies of one packet batch)
+PROMPT_GAP_MS = 500     # at most one brought-forward WANT (or CHNK) per this
+DEFER_MS = 30000        # a request we could not serve is kept this long: > 2 x WANT_MAX_MS
+MAX_DEFERRED = 32       # remembered side-chain requests (entry requests: one per feed)
+DEPLOYED_MS = 60000     # a deployed neighbour counts as present this long after its last
+                        # claim we cannot attribute to our nodes (3 full-claim periods)
+GOSET_SOON_MS = 1000    # GOSET round brought forward while claims or novelties wait
+REACT_NOVELTIES = 4     # novelties sent at once in answer to a claim (the rest: rounds)
+NO_WANT = 0x7FFF        # WANT seq for a feed we do not replicate: beyond any log, and
+                        # within the ESP32's 16-bit request seq
+
 
 class Node:
     """A tinySSB replication node.
@@ -58,10 +95,15 @@ class Node:
         timing: overrides of TIMING entries.
         rand: function(n) -> int in [0, n), for jitter and CHNK start (seedable in sims).
         log: optional function(event, fields_dict) for the event log.
+        mode: goset.EXTENDED (our nodes, default) or goset.DEPLOYED.
+        follow: feed IDs to replicate whatever else the store holds (never made dormant).
+        feeds: stored feed IDs, most recently active first (default: store.feeds()).
+        extension: run the coded-symbol GOSET extension (extended mode only).
     """
 
     def __init__(self, store, identity=None, verify=None, capacity=CAPACITY, timing=None,
-                 rand=None, log=None, max_chain=MAX_CHAIN_CHUNKS):
+                 rand=None, log=None, max_chain=MAX_CHAIN_CHUNKS, mode=EXTENDED, follow=(),
+                 feeds=None, extension=True):
         if verify is None or identity is not None:
             from tinyssb import crypto
             if verify is None:
@@ -71,54 +113,195 @@ class Node:
         self.max_chain = max_chain
         self.rand = rand or _default_rand
         self.log = log
+        self.mode = mode
+        self.extended = mode == EXTENDED
         self.timing = dict(TIMING)
         if timing:
             self.timing.update(timing)
-        self.goset = GOSet(capacity)
+        self.goset = GOSet(capacity, mode)
+        self.spaces = Spaces()
         self.replicas = {}   # fid -> Replica
         self.by_dmx = {}     # DMX of a feed's next entry -> Replica
         self.by_hash = {}    # expected chunk hash -> [(Replica, seq), ...]
         self.counters = {}
         self.last_error = None
         self._due = None
-        self.want_offs = 0
         self.author = None
-        for fid in store.feeds():
-            self._follow(fid)
+        self.followed = set()
+        self.fresh = {}            # fid -> ms of its last new entry (capacity policy)
+        self.deferred = {}         # fid -> [seq, credit, expires]: entries owed
+        self.deferred_chunks = {}  # (fid, seq) -> [next cnr, credit, expires]: chunks owed
+        self.outbox = []           # (kind, packet) owed outside on_packet (post)
+        self.deployed_ms = None    # last GOSET packet that no neighbour of ours explains
+        self._last = {"want": None, "chnk": None}   # ms each was last sent
+        self._idle = {"want": 0, "chnk": 0}         # sent and brought nothing, in a row
+        self._got = {"want": False, "chnk": False}  # something arrived since the last one
+        self.ext = None
+        own = None
         if identity is not None:
-            seed, pub = identity
-            self._follow(pub)
-            r = self.replicas[pub]
-            self.author = entry.Author(pub, lambda m: crypto.sign(seed, m), r.max_seq, r.prev)
+            own = bytes(identity[1])
+        for f in follow:
+            self.followed.add(bytes(f))
+        if own is not None:
+            self.followed.add(own)
+        self._load(own, follow, store.feeds() if feeds is None else feeds)
+        if identity is not None:
+            seed = identity[0]
+            r = self.replicas[own]
+            self.author = entry.Author(own, lambda m: crypto.sign(seed, m), r.max_seq, r.prev)
+        if self.extended and extension:
+            from tinyssb.gosetx import Extension
+            self.ext = Extension(self)
         self._refresh()
 
     # -- feeds -------------------------------------------------------------------------
 
-    def _follow(self, fid):
-        fid = bytes(fid)
-        if fid in self.replicas:
-            return self.replicas[fid]
-        self.goset.add(fid)
-        return self._add_replica(fid)
+    def _load(self, own, follow, stored):
+        """Choose the feeds the GOSET holds at start (capacity policy, never GOSetFull)."""
+        cap = self.goset.capacity
+        budget = cap if not self.extended else cap - min(RESERVE, cap // 2)
+        order = []
+        if own is not None:
+            order.append(own)
+        for f in follow:
+            order.append(bytes(f))
+        n = len(order)
+        order.extend(bytes(f) for f in stored)
+        for i in range(len(order)):
+            fid = order[i]
+            if fid in self.replicas:
+                continue
+            mine = i < n
+            if len(self.goset) >= (cap if mine else budget):
+                if mine:
+                    self._count("dormant_followed")
+                continue
+            if not mine and self.extended and self.store.front(fid)[0] == 0:
+                continue    # a stored feed with no entry: nothing vouches for it
+            self.goset.add(fid, PINNED)
+            self._add_replica(fid)
+        for i in range(len(order)):
+            self.fresh.setdefault(order[i], -i)   # store order: most recent first
 
-    def _add_replica(self, fid):
-        r = Replica(self.store, fid, self.verify, self.max_chain)
+    def _add_replica(self, fid, persist=True):
+        r = Replica(self.store, fid, self.verify, self.max_chain, persist)
         self.replicas[fid] = r
         self.by_dmx[r.next_dmx] = r
         for seq, c in r.chains.items():
             self._arm(c.expect, r, seq)
         return r
 
+    def _drop_replica(self, fid):
+        r = self.replicas.pop(fid, None)
+        if r is None:
+            return
+        if self.by_dmx.get(r.next_dmx) is r:
+            del self.by_dmx[r.next_dmx]
+        for h in list(self.by_hash):
+            lst = [w for w in self.by_hash[h] if w[0] is not r]
+            if lst:
+                self.by_hash[h] = lst
+            else:
+                del self.by_hash[h]
+        self.deferred.pop(fid, None)
+        for k in [k for k in self.deferred_chunks if k[0] == fid]:
+            del self.deferred_chunks[k]
+
+    def _settle(self):
+        """Drop replicas of keys the GOSET evicted or aged out; refresh if it changed."""
+        gone = self.goset.removed
+        if not gone:
+            return False
+        self.goset.removed = []
+        for k in gone:
+            self._drop_replica(k)
+        return True
+
     def follow(self, fid):
-        """Add a feed to replicate (and to the GOSET). Raises GOSetFull at capacity."""
-        r = self._follow(fid)
+        """Add a feed to replicate (and to the GOSET).
+
+        Raises:
+            GOSetFull: every slot holds a followed feed (deployed mode: at capacity).
+        """
+        fid = bytes(fid)
+        self.followed.add(fid)
+        try:
+            self.goset.add(fid, PINNED)
+        except GOSetFull:
+            if not self._make_room():
+                raise
+            self.goset.add(fid, PINNED)
+        r = self.replicas.get(fid)
+        if r is None:
+            r = self._add_replica(fid)
+        elif not r.stored:
+            self.store.add_feed(fid)
+            r.stored = True
+        self._settle()
         self._refresh()
         return r
 
+    def _make_room(self):
+        """Make a verified feed dormant (not followed, least recently active); True if
+        one was found (extended mode)."""
+        if not self.extended:
+            return False
+        best = None
+        for k in self.goset.keys:
+            if k in self.followed or self.goset.trust(k) != PINNED:
+                continue
+            if best is None or self.fresh.get(k, 0) < self.fresh.get(best, 0):
+                best = k
+        if best is None:
+            return False
+        self.goset.discard(best)
+        self._count("dormant")
+        return True
+
+    def _pinned(self):
+        n = 0
+        for k in self.goset.keys:
+            if self.goset.trust(k) == PINNED:
+                n += 1
+        return n
+
+    def _verified(self, r):
+        """An entry of r's feed verified here: the feed is vouched for."""
+        g = self.goset
+        if g.trust(r.fid) == PINNED:
+            return
+        g.pin(r.fid)
+        cap = g.capacity - min(RESERVE, g.capacity // 2)
+        if self._pinned() > cap:
+            self._make_room()
+        self._settle()
+        self._refresh()
+
     def _refresh(self):
-        state = self.goset.state
-        self.want_dmx = want_dmx(state)
-        self.chnk_dmx = chnk_dmx(state)
+        g = self.goset
+        self.spaces.set_own("goset", g.keys, g.state)
+        if self.extended:
+            keys = []
+            agg = Aggregate(KEY_LEN)
+            for k in g.keys:
+                if g.trust(k) == PINNED:
+                    keys.append(k)
+                    agg.add(k)
+            sp = self.spaces.set_own("announced", keys, bytes(agg.xor))
+            if self.ext is not None:
+                self.ext.announced_changed(sp)
+
+    @property
+    def want_dmx(self):
+        return self.spaces.goset.want_dmx
+
+    @property
+    def chnk_dmx(self):
+        return self.spaces.goset.chnk_dmx
+
+    def announced(self):
+        """The Space of the keys this node vouches for (extended mode), else None."""
+        return self.spaces.announced
 
     def _arm(self, h, r, seq):
         lst = self.by_hash.get(h)
@@ -137,6 +320,10 @@ class Node:
         r.append_local(pkt, mid, chunks)
         self._rearm_entry(r, old)
         self._event("append", {"feed": r.fid.hex(), "seq": seq, "own": True})
+        if self.extended:
+            self.outbox.extend(self._owed_entry(r, seq, None))
+            for k in range(len(chunks)):
+                self.outbox.extend(self._owed_chunk(r, seq, k))
         return seq
 
     def _rearm_entry(self, r, old):
@@ -161,7 +348,7 @@ class Node:
         return [p for _, p in self.on_packet_kinds(pkt, now)]
 
     def on_packet_kinds(self, pkt, now=0):
-        """As on_packet, but returns (kind, packet) pairs (kind: entry or chunk)."""
+        """As on_packet, but returns (kind, packet) pairs (kind: entry, chunk, novelty, ...)."""
         try:
             out = self._dispatch(pkt, now)
             self._count("rx")
@@ -182,40 +369,95 @@ class Node:
         d = pkt[:7]
         out = []
         handled = False
+        hit = None
         if d == GOSET_DMX:
-            self._on_goset(pkt)
+            out = self._on_goset(pkt, now)
             handled = True
-        elif d == self.want_dmx:
-            out = self._on_want(pkt)
+        elif self.ext is not None and d == self.ext.dmx:
+            out = self.ext.on_packet(pkt, now)
             handled = True
-        elif d == self.chnk_dmx:
-            out = self._on_chnk(pkt)
+        else:
+            hit = self.spaces.lookup(d)
+            if hit is not None and not self.extended and hit[0] is not self.spaces.goset:
+                hit = None
+        if hit is not None:
+            sp, is_want = hit
+            if self.extended:
+                sp.seen = now   # the sender holds this set
+                self.spaces.seen(sp.state, now)
+            out = self._on_want(sp, pkt, now) if is_want else self._on_chnk(sp, pkt, now)
             handled = True
-        elif n == entry.PKT_LEN:
+        elif not handled and n == entry.PKT_LEN:
             r = self.by_dmx.get(d)
             if r is not None:
-                self._on_entry(r, pkt)
+                out = self._on_entry(r, pkt, now)
                 handled = True
         if n == entry.PKT_LEN:
             h = sha256(pkt).digest()[:entry.HASH_LEN]
             waiting = self.by_hash.get(h)
             if waiting:
-                self._on_chunk(h, waiting, pkt)
+                out = out + self._on_chunk(h, waiting, pkt, now)
                 handled = True
         if not handled:
             raise WireError("unknown_dmx")
         return out
 
-    def _on_goset(self, pkt):
+    def _on_goset(self, pkt, now):
         self._count("rx_goset")
-        new = self.goset.on_packet(pkt)
-        for k in new:
-            self._add_replica(k)
-        if new:
+        g = self.goset
+        claim = len(pkt) == CLAIM_LEN and pkt[7] == CLAIM
+        if self.extended and claim and self.ext is not None and self.ext.ours(pkt[72:104]):
+            # A claim of one of our nodes (it paired it with a beacon): the extension tells
+            # us its set already; learning its boundary keys would only spread its junk.
+            self._count("rx_goset_ours")
+            if pkt[104] == len(g) and pkt[72:104] == g.state:
+                self.spaces.goset.seen = now
+            return []
+        before = g.state
+        new = g.on_packet(pkt, now)
+        out = []
+        if self.extended:
+            if claim:
+                # No novelty counts: anyone sends those, and a deployed node claims its
+                # whole set every 20 s (a one-key deployed set is announced by novelty
+                # only; we notice it once it holds two).
+                self.deployed_ms = now
+            if g.full_match_ms == now:
+                self.spaces.goset.seen = now
+            k = 0
+            while g.novelties and k < REACT_NOVELTIES:
+                out.append(("novelty", g.novelty(g.novelties.pop(0))))
+                k += 1
+            if g.busy():
+                self._soon("goset", now, GOSET_SOON_MS)
+        self._learned(new, now)
+        if self._settle() or g.state != before:
             self._refresh()
-            self._event("goset", {"count": len(self.goset), "state": self.goset.state.hex()})
+            self._event("goset", {"count": len(g), "state": g.state.hex()})
+        return out
 
-    def _on_entry(self, r, pkt):
+    def _learned(self, keys, now):
+        """Replicas for keys that joined the GOSET from the network."""
+        for k in keys:
+            if k in self.replicas:
+                continue
+            r = self._add_replica(k, persist=not self.extended)
+            if self.extended and r.max_seq > 0:
+                self.fresh[k] = now  # a dormant stored feed a neighbour announced again
+                self._verified(r)
+
+    def learn(self, keys, cls, now):
+        """Keys announced by one of our neighbours (gosetx); returns the new ones."""
+        g = self.goset
+        before = g.state
+        new = g.learn(keys, cls, now)
+        self._learned(new, now)
+        if self._settle() or g.state != before:
+            self._refresh()
+            self._event("goset", {"count": len(g), "state": g.state.hex()})
+        return new
+
+    def _on_entry(self, r, pkt, now):
         old = r.next_dmx
         seq, chain = r.add_entry(pkt)
         self._rearm_entry(r, old)
@@ -223,9 +465,18 @@ class Node:
             self._arm(chain.expect, r, seq)
         self._count("rx_entry")
         self._event("append", {"feed": r.fid.hex(), "seq": seq})
+        self._got["want"] = True
+        self.fresh[r.fid] = now
+        if not self.extended:
+            return []
+        self._verified(r)
+        if chain is not None:
+            self._soon("chnk", now)
+        return self._owed_entry(r, seq, now)
 
-    def _on_chunk(self, h, waiting, pkt):
+    def _on_chunk(self, h, waiting, pkt, now):
         del self.by_hash[h]
+        out = []
         for r, seq in waiting:
             c = r.chains.get(seq)
             cnr = c.cnr if c is not None else -1
@@ -235,31 +486,45 @@ class Node:
                 self._count("drop_" + e.reason)
                 continue
             self._count("rx_chunk")
+            self._got["chnk"] = True
             self._event("chunk", {"feed": r.fid.hex(), "seq": seq, "cnr": cnr})
             if chain is not None:
                 self._arm(chain.expect, r, seq)
+            if self.extended:
+                out.extend(self._owed_chunk(r, seq, cnr))
+        return out
 
-    def _on_want(self, pkt):
+    def _on_want(self, sp, pkt, now):
         self._count("rx_want")
         offs, seqs = vectors.decode_want(pkt)
-        keys = self.goset.keys
+        keys = sp.keys
         n = len(keys)
         if n == 0:
             return []
         reqs = []
+        ahead = False
         for i in range(len(seqs)):
             s = seqs[i]
             fid = keys[(offs + i) % n]
             r = self.replicas.get(fid)
-            if r is not None and 1 <= s <= r.max_seq:
+            if r is None:
+                continue
+            if 1 <= s <= r.max_seq:
                 reqs.append((fid, s))
+            elif self.extended and 1 <= s <= vectors.MAX_SEQ:
+                if s == r.max_seq + 1:
+                    self._defer_entry(fid, s, now)
+                elif s != NO_WANT:
+                    ahead = True    # the sender holds entries we lack
+        if ahead:
+            self._soon("want", now)
         out = vectors.round_robin(reqs, self.store.entry, vectors.WANT_CREDIT)
         self._count("tx_entry", len(out))
         return [("entry", p) for p in out]
 
-    def _on_chnk(self, pkt):
+    def _on_chnk(self, sp, pkt, now):
         self._count("rx_chnk")
-        keys = self.goset.keys
+        keys = sp.keys
         n = len(keys)
         reqs = []
         for fidx, seq, cnr in vectors.decode_chnk(pkt):
@@ -269,7 +534,90 @@ class Node:
         out = vectors.round_robin(reqs, lambda k, c: store.chunk(k[0], k[1], c),
                                   vectors.CHNK_CREDIT)
         self._count("tx_chunk", len(out))
+        if self.extended:
+            self._chnk_signs(reqs, now)
         return [("chunk", p) for p in out]
+
+    def _chnk_signs(self, reqs, now):
+        """What a neighbour's CHNK tells: chunks it waits for that we are fetching too
+        (owed once they arrive), and chunks or entries it holds that we lack."""
+        want_soon = chnk_soon = False
+        for (fid, seq), cnr in reqs:
+            r = self.replicas.get(fid)
+            if r is None:
+                continue
+            if seq > r.max_seq:
+                want_soon = True
+                continue
+            c = r.chains.get(seq)
+            if c is None:
+                continue
+            if cnr > c.cnr:
+                chnk_soon = True
+            elif self.store.chunk_count(fid, seq) < cnr + vectors.CHNK_CREDIT:
+                self._defer_chunks(fid, seq, max(cnr, c.cnr), now)
+        if want_soon:
+            self._soon("want", now)
+        if chnk_soon:
+            self._soon("chnk", now)
+
+    # -- owed replies (extended) ---------------------------------------------------------
+
+    def _defer_entry(self, fid, seq, now):
+        # One per feed (at most one per replica): the seq asked is always our max + 1.
+        self.deferred[fid] = [seq, vectors.WANT_CREDIT, now + DEFER_MS]
+
+    def _defer_chunks(self, fid, seq, cnr, now):
+        d = self.deferred_chunks
+        k = (fid, seq)
+        if k not in d and len(d) >= MAX_DEFERRED:
+            self._expire_owed(now)
+            if len(d) >= MAX_DEFERRED:
+                return
+        old = d.get(k)
+        if old is None or cnr < old[0]:
+            d[k] = [cnr, vectors.CHNK_CREDIT, now + DEFER_MS]
+        else:
+            old[2] = now + DEFER_MS
+
+    def _expire_owed(self, now):
+        d = self.deferred_chunks
+        for k in [k for k, v in d.items() if v[2] <= now]:
+            del d[k]
+
+    def _owed_entry(self, r, seq, now):
+        """The entry seq of r if a neighbour asked for it (and keep it asking for seq + 1,
+        within the WANT's credit)."""
+        v = self.deferred.get(r.fid)
+        if v is None or v[0] != seq:
+            return []
+        if now is not None and v[2] <= now:
+            del self.deferred[r.fid]
+            return []
+        if v[1] > 1:
+            v[0] += 1
+            v[1] -= 1
+        else:
+            del self.deferred[r.fid]
+        p = self.store.entry(r.fid, seq)
+        self._count("tx_owed")
+        return [] if p is None else [("entry", p)]
+
+    def _owed_chunk(self, r, seq, cnr):
+        k = (r.fid, seq)
+        v = self.deferred_chunks.get(k)
+        if v is None or v[0] != cnr:
+            return []
+        p = self.store.chunk(r.fid, seq, cnr)
+        if p is None:
+            return []
+        if v[1] > 1:
+            v[0] += 1
+            v[1] -= 1
+        else:
+            del self.deferred_chunks[k]
+        self._count("tx_owed")
+        return [("chunk", p)]
 
     # -- periodic work -------------------------------------------------------------------
 
@@ -280,68 +628,164 @@ class Node:
 
     def _reschedule(self, name, now):
         first, period, jitter = self.timing[name]
+        if self.extended and name in self._idle:
+            period = min(period << self._idle[name], WANT_MAX_MS)
+        elif self.extended and name == "goset" and self.goset.busy():
+            period = GOSET_SOON_MS
         self._due[name] = now + period + (self.rand(jitter) if jitter else 0)
+
+    def _soon(self, name, now, delay=PROMPT_MS):
+        """Bring periodic work forward (extended mode)."""
+        if self._due is None:
+            return
+        t = now + delay
+        if name in self._idle:
+            self._idle[name] = 0
+            last = self._last[name]
+            if last is not None and t < last + PROMPT_GAP_MS:
+                t = last + PROMPT_GAP_MS
+        if t < self._due[name]:
+            self._due[name] = t
+
+    def deployed_present(self, now):
+        """A deployed neighbour was heard recently (extended mode: send our claims)."""
+        return self.deployed_ms is not None and now - self.deployed_ms < DEPLOYED_MS
 
     def next_deadline(self, now=0):
         """Time (ms) at which tick() next has work."""
-        if self._due is None:
+        if self._due is None or self.outbox:
             return now
-        return min(self._due.values())
+        t = min(self._due.values())
+        if self.ext is not None:
+            t = min(t, self.ext.next_deadline(now))
+        return t
 
     def tick(self, now):
         """Return the periodic packets due at `now` (ms)."""
         return [p for _, p in self.tick_kinds(now)]
 
     def tick_kinds(self, now):
-        """As tick, but returns (kind, packet) pairs (claim, novelty, want, chnk)."""
+        """As tick, but returns (kind, packet) pairs (claim, novelty, want, chnk, ...)."""
         if self._due is None:
             self._start(now)
-        out = []
+        out = self.outbox
+        self.outbox = []
         due = self._due
+        g = self.goset
+        gs = []
         if now >= due["claim"]:
-            p = self.goset.full_claim()
-            if p is not None:
-                out.append(p)
+            if not self.extended or self.deployed_present(now):
+                p = g.full_claim()
+                if p is not None:
+                    if self.ext is not None:
+                        # its FULL tag tells our neighbours this claim is ours
+                        out.append(("beacon", self.ext.paired_beacon()))
+                    gs.append(p)
             self._reschedule("claim", now)
         if now >= due["goset"]:
-            out.extend(self.goset.round())
+            before = g.state
+            if self.extended and not self.deployed_present(now):
+                # claims and novelties are for deployed neighbours; none is around
+                g.expire(now)
+                g.novelties = []
+                g.pending = []
+            else:
+                gs.extend(g.round(now))
+            if self._settle() or g.state != before:
+                self._refresh()
+                self._event("goset", {"count": len(g), "state": g.state.hex()})
             self._reschedule("goset", now)
-        out = [("claim" if p[7] == 0x63 else "novelty", p) for p in out]
-        self._count("tx_goset", len(out))
+        for p in gs:
+            out.append(("claim" if p[7] == 0x63 else "novelty", p))
+        self._count("tx_goset", len(gs))
+        if self.ext is not None:
+            out.extend(self.ext.tick(now))
         if now >= due["want"]:
-            p = self.want_vector()
+            p = self._want_tick(now)
             if p is not None:
                 out.append(("want", p))
                 self._count("tx_want")
             self._reschedule("want", now)
         if now >= due["chnk"]:
-            p = self.chnk_vector()
+            p = self._chnk_tick(now)
             if p is not None:
                 out.append(("chnk", p))
                 self._count("tx_chnk")
             self._reschedule("chnk", now)
         return out
 
-    def want_vector(self):
-        """The next WANT packet, or None when there is nothing to ask (or the GOSET is not
-        settled: see GOSet.in_sync)."""
-        keys = self.goset.keys
-        if not keys or not self.goset.in_sync():
-            return None
-        reps = self.replicas
-        start = self.want_offs % len(keys)
-        seqs, self.want_offs = vectors.plan_want(
-            len(keys), start, lambda i: reps[keys[i]].max_seq + 1)
-        return vectors.encode_want(self.want_dmx, start, seqs)
+    def _want_tick(self, now):
+        if not self.extended:
+            return self.want_vector()
+        self.spaces.drop_stale(now)
+        sp = self.spaces.next_shared(now)
+        p = None if sp is None else self._want_in(sp)
+        if p is not None:
+            self._note("want", now)
+        return p
 
-    def chnk_vector(self):
-        """The next CHNK packet, or None when no side chain is incomplete."""
-        keys = self.goset.keys
-        if not keys or not self.goset.in_sync():
+    def _chnk_tick(self, now):
+        if not self.extended:
+            return self.chnk_vector()
+        for sp in self.spaces.shared(now):
+            p = self._chnk_in(sp)
+            if p is not None:
+                self._note("chnk", now)
+                return p
+        return None
+
+    def _note(self, name, now):
+        """Back-off bookkeeping: did the previous request bring anything?"""
+        if self._last[name] is not None:
+            if self._got[name]:
+                self._idle[name] = 0
+            elif self._idle[name] < 3:
+                self._idle[name] += 1
+        self._got[name] = False
+        self._last[name] = now
+
+    def want_vector(self, space=None):
+        """The next WANT packet keyed by `space` (default: our GOSET), or None when there
+        is nothing to ask (deployed mode: or the GOSET is not settled, GOSet.in_sync)."""
+        if space is None:
+            space = self.spaces.goset
+            if not self.extended and not self.goset.in_sync():
+                return None
+        return self._want_in(space)
+
+    def _want_in(self, sp):
+        keys = sp.keys
+        if not keys:
             return None
         reps = self.replicas
-        trip = vectors.plan_chnk(len(keys), self.rand(len(keys)),
-                                 lambda i: reps[keys[i]].open_chains())
+
+        def next_seq(i):
+            r = reps.get(keys[i])
+            return NO_WANT if r is None else r.max_seq + 1
+
+        start = sp.offs % len(keys)
+        seqs, sp.offs = vectors.plan_want(len(keys), start, next_seq)
+        return vectors.encode_want(sp.want_dmx, start, seqs)
+
+    def chnk_vector(self, space=None):
+        """The next CHNK packet, or None when no side chain is incomplete."""
+        if space is None:
+            space = self.spaces.goset
+            if not self.extended and not self.goset.in_sync():
+                return None
+        return self._chnk_in(space)
+
+    def _chnk_in(self, sp):
+        keys = sp.keys
+        if not keys:
+            return None
+        reps = self.replicas
+
+        def chains(i):
+            r = reps.get(keys[i])
+            return [] if r is None else r.open_chains()
+
+        trip = vectors.plan_chnk(len(keys), self.rand(len(keys)), chains)
         if not trip:
             return None
-        return vectors.encode_chnk(self.chnk_dmx, trip)
+        return vectors.encode_chnk(sp.chnk_dmx, trip)
