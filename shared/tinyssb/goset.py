@@ -25,9 +25,10 @@ EXTENDED is what our nodes run. The packets are the same; what changes:
     here; never evicted. EXT: announced by one of our nodes (coded symbols, KEYS).
     WIRE: from a CLAIM or NOVELTY, which anyone can send. When the set is full a new key
     evicts the least trusted one (WIRE before EXT, then the one vouched for longest
-    ago); a WIRE key no claim vouched for within WIRE_AGE_MS, and an EXT key no live
-    view touched within EXT_AGE_MS, ages out. So junk can neither fill the
-    set for good nor push out feeds whose entries verify. (A claim whose region agrees
+    ago); a WIRE key no claim vouched for within WIRE_AGE_MS, and an EXT key no entry
+    verified within EXT_AGE_MS, ages out (an aged EXT key is not taken again for as
+    long). So junk can neither fill the set for good nor push out feeds whose entries
+    verify. (A claim whose region agrees
     with ours vouches for the WIRE keys in it again: a deployed neighbour that holds
     them keeps them alive here.)
   - A claim is not a gate: nothing like the deployed largest-claim span exists (one
@@ -69,7 +70,8 @@ EXT_HELPS = 4         # (our helps are mostly novelties, 40 B)
 ASK_AGAIN_MS = 6000   # a region is asked for again only after a deployed round (5-5.5 s)
 NOVELTY_BATCH = 8     # novelties per round; the board's send queue holds 10 frames
 WIRE_AGE_MS = 300000  # 5 min: longer than the slowest deployed dance measured (145 s)
-EXT_AGE_MS = 600000   # 10 min: several beacon periods without a view that holds the key
+EXT_AGE_MS = 600000   # 10 min: an EXT key no entry verified by then goes (and stays out
+                      # as long): discovery is for feeds about to be replicated
 
 ZERO_KEY = bytes(KEY_LEN)
 
@@ -105,6 +107,8 @@ class GOSet:
         self.solved = 0         # keys a neighbour lacked that a claim let us name
         self._basis = None
         self._asked = {}        # (lo, hi) -> ms of our last ask (extended)
+        self.shunned = {}       # EXT key -> ms it aged out: not taken again for EXT_AGE_MS
+        self.refused = 0        # keys refused for that
 
     # -- set operations --------------------------------------------------------------
 
@@ -148,9 +152,15 @@ class GOSet:
         if m is not None:
             if cls < m[0]:
                 m[0] = cls
-            if cls == m[0]:
+                m[1] = now
+            elif cls == WIRE == m[0]:
                 m[1] = now
             return False
+        if cls != PINNED and key in self.shunned:
+            if now - self.shunned[key] < EXT_AGE_MS:
+                self.refused += 1
+                return False
+            del self.shunned[key]
         if len(self.keys) >= self.capacity:
             victim = self._victim(cls)
             if victim is None:
@@ -203,14 +213,6 @@ class GOSet:
         if m is not None and m[0] != PINNED:
             m[0] = PINNED
 
-    def touch(self, keys, now):
-        """EXT keys still held by a live view of a neighbour: not aged out yet."""
-        meta = self.meta
-        for k in keys:
-            m = meta.get(k)
-            if m is not None and m[0] == EXT:
-                m[1] = now
-
     def expire(self, now):
         """Age out keys nobody vouched for (extended mode)."""
         if self.mode == DEPLOYED:
@@ -221,6 +223,12 @@ class GOSet:
                     m[0] == EXT and now - m[1] >= EXT_AGE_MS):
                 old.append(k)
         for k in old:
+            if self.meta[k][0] == EXT:
+                # our nodes announce EXT keys to each other: without this, a key nobody
+                # verifies would bounce between two nodes' sets for ever
+                if len(self.shunned) >= self.capacity:
+                    self.shunned.pop(next(iter(self.shunned)))
+                self.shunned[k] = now
             self._remove(k)
 
     def _corroborate(self, lo, hi, now):

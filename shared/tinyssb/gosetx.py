@@ -126,6 +126,7 @@ class Extension:
         self.changed = False
         self.last_beacon = None
         self.quiet = True         # every beacon heard this period was known
+        self.echoed = False       # a beacon of our own set was heard this period
         self.window = 0           # start of the streaming budget window
         self.streamed = 0
         self.counters = node.counters
@@ -214,7 +215,14 @@ class Extension:
             first = self.node.timing["claim"][0]
             self.due = now + first + self.node.rand(BEACON_JITTER_MS)
         out = []
-        if now >= self.due and self.enc is not None and self.enc.n > 0:
+        if now >= self.due and self.echoed and not self.changed:
+            # a neighbour beaconed our very set this period (Trickle suppression)
+            self.echoed = False
+            self.period = min(self.period * 2, BEACON_MAX_MS)
+            self.due = now + self.period + self.node.rand(BEACON_JITTER_MS)
+            self.counters["beacon_suppressed"] = self.counters.get("beacon_suppressed", 0) + 1
+        elif now >= self.due and self.enc is not None and self.enc.n > 0:
+            self.echoed = False
             out.append(("beacon", self._beacon(BEACON)))
             self.last_beacon = now
             if self.quiet and not self.changed:
@@ -290,11 +298,12 @@ class Extension:
         sp = node.spaces
         known = sp.view(state)
         own = node.spaces.announced
-        if known is None and own is not None and own.state == state:
-            known = sp.add_view(own.keys, state, now)
+        if own is not None and own.state == state:
+            self.echoed = True          # a neighbour announced our set: ours can wait
+            if known is None:
+                known = sp.add_view(own.keys, state, now)
         if known is not None:
             sp.seen(state, now)
-            node.goset.touch(known.keys, now)
             if reply or full != self._full_tag():
                 return self._keys_for(known, now)
             return []
@@ -398,10 +407,10 @@ class Extension:
         return None
 
     def _local_keys(self):
-        """What we decode against: the keys we vouch for plus those our nodes announced
-        (not keys from CLAIM/NOVELTY: junk would only widen the difference)."""
-        g = self.node.goset
-        return [k for k in g.keys if g.trust(k) <= EXT]
+        """What we decode against: our announced set (not keys from CLAIM/NOVELTY: junk
+        would only widen the difference)."""
+        own = self.node.spaces.announced
+        return [] if own is None else list(own.keys)
 
     def _known(self, view, state, full, now, tell=True, crossed=False):
         node = self.node
@@ -409,9 +418,8 @@ class Extension:
         new = [k for k in view if have.index(k) < 0]
         if new:
             node.learn(new, EXT, now)
+            node._soon("want", now)     # feeds to fetch, keyed by the new view
         sp = node.spaces.add_view(view, state, now)
-        node.goset.touch(view, now)
-        node._soon("want", now)
         self.counters["ext_views"] = self.counters.get("ext_views", 0) + 1
         if tell and full != self._full_tag():
             return self._keys_for(sp, now, 2 if crossed else 1)

@@ -47,7 +47,7 @@ from tinyssb import vectors
 from tinyssb.aggregate import Aggregate
 from tinyssb.dmx import GOSET_DMX
 from tinyssb.errors import WireError
-from tinyssb.goset import (CAPACITY, CLAIM, CLAIM_LEN, EXTENDED, KEY_LEN, PINNED, GOSet,
+from tinyssb.goset import (CAPACITY, CLAIM, CLAIM_LEN, EXT, EXTENDED, KEY_LEN, PINNED, GOSet,
                            GOSetFull)
 from tinyssb.replica import MAX_CHAIN_CHUNKS, Replica
 from tinyssb.spaces import Spaces
@@ -74,12 +74,24 @@ RESERVE = 10            # GOSET slots kept free of stored feeds for feeds the me
 WANT_MAX_MS = 12000     # longest WANT/CHNK period when they bring nothing (8 x 1.5 s)
 PROMPT_MS = 100         # delay of a WANT/CHNK brought forward (replies of one packet batch)
 PROMPT_GAP_MS = 500     # at most one brought-forward WANT (or CHNK) per this
+AHEAD_MS = 1500         # a WANT that shows its sender holds more is answered by its
+                        # holders first: ours follows this (plus up to 1 s) later, not
+                        # into their replies (the sender would lose them, half duplex)
 DEFER_MS = 30000        # a request we could not serve is kept this long: > 2 x WANT_MAX_MS
 MAX_DEFERRED = 32       # remembered side-chain requests (entry requests: one per feed)
 DEPLOYED_MS = 60000     # a deployed neighbour counts as present this long after its last
                         # claim we cannot attribute to our nodes (3 full-claim periods)
 GOSET_SOON_MS = 1000    # GOSET round brought forward while claims or novelties wait
 REACT_NOVELTIES = 4     # novelties sent at once in answer to a claim (the rest: rounds)
+CHAIN_BUSY_MS = 3000    # a side chain that got a chunk this recently is still arriving:
+                        # what we owe from it goes out once it is complete, so we do not
+                        # send while the hop before us does (half duplex, hidden nodes)
+CHNK_HOLD_MS = 4000     # our CHNK waits this long after a neighbour asked for chunks we
+                        # lack too (its holders answer; our request would only collide)
+ORPHANS = 8             # 120-byte packets that arrived before the one naming them
+PUSH_CHUNKS = 3         # chunks sent right after the entries of one reply that open side
+                        # chains (the requester would ask for them next; the board's send
+                        # queue holds 10 frames, a WANT reply up to 5 entries)
 NO_WANT = 0x7FFF        # WANT seq for a feed we do not replicate: beyond any log, and
                         # within the ESP32's 16-bit request seq
 
@@ -132,6 +144,9 @@ class Node:
         self.deferred = {}         # fid -> [seq, credit, expires]: entries owed
         self.deferred_chunks = {}  # (fid, seq) -> [next cnr, credit, expires]: chunks owed
         self.outbox = []           # (kind, packet) owed outside on_packet (post)
+        self.chain_t = {}          # (fid, seq) -> ms of the chain's last chunk
+        self.chnk_hold = 0         # no CHNK of ours before this (ms)
+        self.orphans = []          # (packet, hash) kept for a later predecessor
         self.deployed_ms = None    # last GOSET packet that no neighbour of ours explains
         self._last = {"want": None, "chnk": None}   # ms each was last sent
         self._idle = {"want": 0, "chnk": 0}         # sent and brought nothing, in a row
@@ -204,6 +219,8 @@ class Node:
             else:
                 del self.by_hash[h]
         self.deferred.pop(fid, None)
+        for k in [k for k in self.chain_t if k[0] == fid]:
+            del self.chain_t[k]
         for k in [k for k in self.deferred_chunks if k[0] == fid]:
             del self.deferred_chunks[k]
 
@@ -284,7 +301,7 @@ class Node:
             keys = []
             agg = Aggregate(KEY_LEN)
             for k in g.keys:
-                if g.trust(k) == PINNED:
+                if g.trust(k) <= EXT:
                     keys.append(k)
                     agg.add(k)
             sp = self.spaces.set_own("announced", keys, bytes(agg.xor))
@@ -322,8 +339,7 @@ class Node:
         self._event("append", {"feed": r.fid.hex(), "seq": seq, "own": True})
         if self.extended:
             self.outbox.extend(self._owed_entry(r, seq, None))
-            for k in range(len(chunks)):
-                self.outbox.extend(self._owed_chunk(r, seq, k))
+            self.outbox.extend(self._owed_chunks(r, seq))
         return seq
 
     def _rearm_entry(self, r, old):
@@ -399,7 +415,43 @@ class Node:
                 out = out + self._on_chunk(h, waiting, pkt, now)
                 handled = True
         if not handled:
+            if self.extended and n == entry.PKT_LEN:
+                self._orphan(pkt)
             raise WireError("unknown_dmx")
+        if self.extended and self.orphans:
+            out = out + self._adopt(now)
+        return out
+
+    def _orphan(self, pkt):
+        if len(self.orphans) >= ORPHANS:
+            self.orphans.pop(0)
+        self.orphans.append((pkt, sha256(pkt).digest()[:entry.HASH_LEN]))
+
+    def _adopt(self, now):
+        """Orphans whose predecessor has arrived now (an entry or chunk lost to a
+        collision is asked for again, the ones after it need not be)."""
+        out = []
+        again = True
+        while again:
+            again = False
+            for o in self.orphans:
+                pkt, h = o
+                r = self.by_dmx.get(pkt[:7])
+                waiting = self.by_hash.get(h)
+                if r is None and not waiting:
+                    continue
+                self.orphans.remove(o)
+                if r is not None:
+                    try:
+                        out.extend(self._on_entry(r, pkt, now))
+                    except WireError as e:
+                        self._count("drop_" + e.reason)
+                waiting = self.by_hash.get(h)
+                if waiting:
+                    out.extend(self._on_chunk(h, waiting, pkt, now))
+                self._count("rx_adopted")
+                again = True
+                break
         return out
 
     def _on_goset(self, pkt, now):
@@ -471,7 +523,13 @@ class Node:
             return []
         self._verified(r)
         if chain is not None:
-            self._soon("chnk", now)
+            # our nodes push a chain's first chunks after its entry: ask only if none
+            # arrive within CHAIN_BUSY_MS (deployed senders wait for our CHNK). An entry
+            # we owe goes out with its chain, once complete: a neighbour that learns of it
+            # earlier would ask while the hop before us still sends (hidden nodes).
+            self.chain_t[(r.fid, seq)] = now
+            self._soon("chnk", now, CHAIN_BUSY_MS)
+            return []
         return self._owed_entry(r, seq, now)
 
     def _on_chunk(self, h, waiting, pkt, now):
@@ -491,7 +549,12 @@ class Node:
             if chain is not None:
                 self._arm(chain.expect, r, seq)
             if self.extended:
-                out.extend(self._owed_chunk(r, seq, cnr))
+                if chain is None:
+                    self.chain_t.pop((r.fid, seq), None)
+                    owed = self._owed_entry(r, seq, now)   # entry and chain at once
+                    out.extend(owed if owed else self._owed_chunks(r, seq))
+                else:
+                    self.chain_t[(r.fid, seq)] = now
         return out
 
     def _on_want(self, sp, pkt, now):
@@ -517,10 +580,46 @@ class Node:
                 elif s != NO_WANT:
                     ahead = True    # the sender holds entries we lack
         if ahead:
-            self._soon("want", now)
-        out = vectors.round_robin(reqs, self.store.entry, vectors.WANT_CREDIT)
+            self._soon("want", now, AHEAD_MS + self.rand(1000))
+
+        sent = []
+
+        def fetch(fid, s):
+            p = self.store.entry(fid, s)
+            if p is not None:
+                sent.append((fid, s))
+            return p
+        out = vectors.round_robin(reqs, fetch, vectors.WANT_CREDIT)
         self._count("tx_entry", len(out))
-        return [("entry", p) for p in out]
+        out = [("entry", p) for p in out]
+        if self.extended:
+            out.extend(self._chains_after(sent, now))
+        return out
+
+    def _chains_after(self, sent, now, budget=PUSH_CHUNKS):
+        """Side chains of entries we just sent: a requester's next step is to ask for
+        them, so the first PUSH_CHUNKS go out at once; a chain still arriving here is owed
+        (sent when complete, so we do not transmit while the hop before us does)."""
+        out = []
+        for fid, s in sent:
+            r = self.replicas.get(fid)
+            if r is None:
+                continue
+            if s in r.chains:
+                self._defer_chunks(fid, s, 0, now)
+                continue
+            k = 0
+            while budget > 0:
+                p = self.store.chunk(fid, s, k)
+                if p is None:
+                    break
+                out.append(("chunk", p))
+                budget -= 1
+                k += 1
+            if budget <= 0:
+                break
+        self._count("tx_pushed", len(out))
+        return out
 
     def _on_chnk(self, sp, pkt, now):
         self._count("rx_chnk")
@@ -530,36 +629,49 @@ class Node:
         for fidx, seq, cnr in vectors.decode_chnk(pkt):
             if fidx < n and 1 <= seq <= vectors.MAX_SEQ and cnr <= self.max_chain:
                 reqs.append(((keys[fidx], seq), cnr))
+        serve = reqs
+        if self.extended:
+            serve = self._chnk_signs(reqs, now)
         store = self.store
-        out = vectors.round_robin(reqs, lambda k, c: store.chunk(k[0], k[1], c),
+        out = vectors.round_robin(serve, lambda k, c: store.chunk(k[0], k[1], c),
                                   vectors.CHNK_CREDIT)
         self._count("tx_chunk", len(out))
-        if self.extended:
-            self._chnk_signs(reqs, now)
         return [("chunk", p) for p in out]
 
     def _chnk_signs(self, reqs, now):
-        """What a neighbour's CHNK tells: chunks it waits for that we are fetching too
-        (owed once they arrive), and chunks or entries it holds that we lack."""
-        want_soon = chnk_soon = False
-        for (fid, seq), cnr in reqs:
+        """What a neighbour's CHNK tells, and which of its requests to serve now.
+
+        A chain we are still receiving is not served from (its chunks are owed and go out
+        once it is complete); chunks it waits for that we lack too are owed; a request
+        beyond our chain shows it holds more (our CHNK soon, after its holders' replies);
+        one at or below our position shows it asks its holders already (ours waits)."""
+        chnk_soon = False
+        serve = []
+        for req in reqs:
+            (fid, seq), cnr = req
             r = self.replicas.get(fid)
             if r is None:
                 continue
             if seq > r.max_seq:
-                want_soon = True
-                continue
+                continue    # its holders answer it; our WANT is owed there already
             c = r.chains.get(seq)
             if c is None:
+                serve.append(req)
                 continue
             if cnr > c.cnr:
                 chnk_soon = True
-            elif self.store.chunk_count(fid, seq) < cnr + vectors.CHNK_CREDIT:
-                self._defer_chunks(fid, seq, max(cnr, c.cnr), now)
-        if want_soon:
-            self._soon("want", now)
+                continue
+            self.chnk_hold = now + CHNK_HOLD_MS
+            busy = now - self.chain_t.get((fid, seq), now - CHAIN_BUSY_MS) < CHAIN_BUSY_MS
+            if busy or c.cnr == cnr:
+                self._defer_chunks(fid, seq, cnr, now)
+            else:
+                serve.append(req)   # stalled: what we have helps
+                self._defer_chunks(fid, seq, c.cnr, now)
         if chnk_soon:
-            self._soon("chnk", now)
+            self.chnk_hold = 0
+            self._soon("chnk", now, AHEAD_MS + self.rand(1000))
+        return serve
 
     # -- owed replies (extended) ---------------------------------------------------------
 
@@ -601,23 +713,24 @@ class Node:
             del self.deferred[r.fid]
         p = self.store.entry(r.fid, seq)
         self._count("tx_owed")
-        return [] if p is None else [("entry", p)]
-
-    def _owed_chunk(self, r, seq, cnr):
-        k = (r.fid, seq)
-        v = self.deferred_chunks.get(k)
-        if v is None or v[0] != cnr:
-            return []
-        p = self.store.chunk(r.fid, seq, cnr)
         if p is None:
             return []
-        if v[1] > 1:
-            v[0] += 1
-            v[1] -= 1
-        else:
-            del self.deferred_chunks[k]
-        self._count("tx_owed")
-        return [("chunk", p)]
+        return [("entry", p)] + self._chains_after([(r.fid, seq)], now or 0,
+                                                   vectors.CHNK_CREDIT)
+
+    def _owed_chunks(self, r, seq):
+        """The chunks of a now complete chain that a neighbour asked for."""
+        v = self.deferred_chunks.pop((r.fid, seq), None)
+        if v is None:
+            return []
+        out = []
+        for cnr in range(v[0], v[0] + v[1]):
+            p = self.store.chunk(r.fid, seq, cnr)
+            if p is None:
+                break
+            out.append(("chunk", p))
+        self._count("tx_owed", len(out))
+        return out
 
     # -- periodic work -------------------------------------------------------------------
 
@@ -717,6 +830,8 @@ class Node:
     def _want_tick(self, now):
         if not self.extended:
             return self.want_vector()
+        if self._receiving(now):
+            return None     # half duplex: a WANT now would cost us a chunk
         self.spaces.drop_stale(now)
         sp = self.spaces.next_shared(now)
         p = None if sp is None else self._want_in(sp)
@@ -727,12 +842,21 @@ class Node:
     def _chnk_tick(self, now):
         if not self.extended:
             return self.chnk_vector()
+        if now < self.chnk_hold:
+            return None
         for sp in self.spaces.shared(now):
-            p = self._chnk_in(sp)
+            p = self._chnk_in(sp, now)
             if p is not None:
                 self._note("chnk", now)
                 return p
         return None
+
+    def _receiving(self, now):
+        """A side chain is arriving (a chunk or its entry within CHAIN_BUSY_MS)."""
+        for t in self.chain_t.values():
+            if now - t < CHAIN_BUSY_MS:
+                return True
+        return False
 
     def _note(self, name, now):
         """Back-off bookkeeping: did the previous request bring anything?"""
@@ -758,10 +882,13 @@ class Node:
         if not keys:
             return None
         reps = self.replicas
+        own = self.author.fid if self.author is not None and self.extended else None
 
         def next_seq(i):
             r = reps.get(keys[i])
-            return NO_WANT if r is None else r.max_seq + 1
+            # our own feed: nobody holds newer entries, and asking makes neighbours owe
+            # us our own next entry (they would echo it back)
+            return NO_WANT if r is None or r.fid == own else r.max_seq + 1
 
         start = sp.offs % len(keys)
         seqs, sp.offs = vectors.plan_want(len(keys), start, next_seq)
@@ -775,15 +902,24 @@ class Node:
                 return None
         return self._chnk_in(space)
 
-    def _chnk_in(self, sp):
+    def _chnk_in(self, sp, now=None):
         keys = sp.keys
         if not keys:
             return None
         reps = self.replicas
+        busy = self.chain_t
 
         def chains(i):
             r = reps.get(keys[i])
-            return [] if r is None else r.open_chains()
+            if r is None:
+                return []
+            out = r.open_chains()
+            if now is not None and busy:
+                # not the chains still arriving: asking would only add a transmission
+                # the hop before us collides with
+                out = [c for c in out if now - busy.get((r.fid, c[0]), -CHAIN_BUSY_MS)
+                       >= CHAIN_BUSY_MS]
+            return out
 
         trip = vectors.plan_chnk(len(keys), self.rand(len(keys)), chains)
         if not trip:

@@ -105,14 +105,16 @@ def test_verified_feeds_are_never_pushed_out_by_announced_keys():
     b = make_node(rand_seed=5)
     b.goset.capacity = 12
     authors = [authored(1, who=10 + i) for i in range(5)]
+    t = 0
     for a in authors:
         bus = Bus([a, b])
-        bus.run(30000, 100, stop=lambda: same_stores([a, b]))
+        bus.now = t      # b's clock goes on
+        t = bus.run(t + 30000, 100, stop=lambda: b.store.has_feed(a.author.fid))
         assert b.store.front(a.author.fid)[0] == 1
     r = Rand(6)
     for i in range(100):
-        b.learn([r.key()], EXT if i % 2 else WIRE, 40000 + i)
-        b.on_packet(junk_novelty(r), 40000 + i)
+        b.learn([r.key()], EXT if i % 2 else WIRE, t + i)
+        b.on_packet(junk_novelty(r), t + i)
     for a in authors:
         assert b.goset.trust(a.author.fid) == PINNED
     assert len(b.goset) == 12
