@@ -89,6 +89,8 @@ CHAIN_BUSY_MS = 3000    # a side chain that got a chunk this recently is still a
 CHNK_HOLD_MS = 4000     # our CHNK waits this long after a neighbour asked for chunks we
                         # lack too (its holders answer; our request would only collide)
 ORPHANS = 8             # 120-byte packets that arrived before the one naming them
+POSTPONE_MS = 5000      # replies wait at most this long while a side chain arrives
+MAX_POSTPONED = 10      # and at most this many (the board's send queue holds 10)
 PUSH_CHUNKS = 3         # chunks sent right after the entries of one reply that open side
                         # chains (the requester would ask for them next; the board's send
                         # queue holds 10 frames, a WANT reply up to 5 entries)
@@ -147,6 +149,7 @@ class Node:
         self.chain_t = {}          # (fid, seq) -> ms of the chain's last chunk
         self.chnk_hold = 0         # no CHNK of ours before this (ms)
         self.orphans = []          # (packet, hash) kept for a later predecessor
+        self.postponed = []        # (kind, packet, ms) held while a side chain arrives
         self.deployed_ms = None    # last GOSET packet that no neighbour of ours explains
         self._last = {"want": None, "chnk": None}   # ms each was last sent
         self._idle = {"want": 0, "chnk": 0}         # sent and brought nothing, in a row
@@ -368,6 +371,8 @@ class Node:
         try:
             out = self._dispatch(pkt, now)
             self._count("rx")
+            if out and self.extended and self._receiving(now):
+                return self._postpone(out, now)
             return out
         except WireError as e:
             self._count("drop_" + e.reason)
@@ -416,13 +421,14 @@ class Node:
                 handled = True
         if not handled:
             if self.extended and n == entry.PKT_LEN:
-                self._orphan(pkt)
+                self._orphan(pkt, now)
             raise WireError("unknown_dmx")
         if self.extended and self.orphans:
             out = out + self._adopt(now)
         return out
 
-    def _orphan(self, pkt):
+    def _orphan(self, pkt, now):
+        # (most are copies of what we hold already: no sign to ask for anything)
         if len(self.orphans) >= ORPHANS:
             self.orphans.pop(0)
         self.orphans.append((pkt, sha256(pkt).digest()[:entry.HASH_LEN]))
@@ -764,11 +770,33 @@ class Node:
         """A deployed neighbour was heard recently (extended mode: send our claims)."""
         return self.deployed_ms is not None and now - self.deployed_ms < DEPLOYED_MS
 
+    def _postpone(self, out, now):
+        """Hold our replies while a side chain arrives (half duplex: sending now would
+        cost us its next chunk); tick() sends them once it is complete or POSTPONE_MS on.
+        Returns what goes out now (the rest when the postponed list is full)."""
+        p = self.postponed
+        room = MAX_POSTPONED - len(p)
+        for o in out[:room]:
+            p.append((o[0], o[1], now))
+        self._count("postponed", min(room, len(out)))
+        return out[room:] if room < len(out) else []
+
+    def _release(self, now):
+        p = self.postponed
+        if p and (not self._receiving(now) or now - p[0][2] >= POSTPONE_MS):
+            self.postponed = []
+            return [(k, x) for k, x, _ in p]
+        return []
+
     def next_deadline(self, now=0):
         """Time (ms) at which tick() next has work."""
         if self._due is None or self.outbox:
             return now
         t = min(self._due.values())
+        if self.postponed:
+            t = min(t, self.postponed[0][2] + POSTPONE_MS)
+            for c in self.chain_t.values():
+                t = min(t, c + CHAIN_BUSY_MS)
         if self.ext is not None:
             t = min(t, self.ext.next_deadline(now))
         return t
@@ -781,7 +809,7 @@ class Node:
         """As tick, but returns (kind, packet) pairs (claim, novelty, want, chnk, ...)."""
         if self._due is None:
             self._start(now)
-        out = self.outbox
+        out = self.outbox + self._release(now)
         self.outbox = []
         due = self._due
         g = self.goset
