@@ -72,6 +72,7 @@ DECODE_TRIES = 4              # requests per decoder before it is dropped
 STREAM_BURST = 2              # packets per request or reply (6 symbols)
 STREAM_BUDGET = 40            # packets streamed per BEACON_MS (4.8 KB): a peer asking
                               # for more gets nothing until the window turns
+PAIR_FRESH_MS = HEARD_MS // 2  # neighbours still know the FULL tag of a beacon this old
 KEYS_GAP_MS = 60000           # KEYS for one remote set at most once per this (a set that
                               # stays the same after our KEYS could not take them)
 
@@ -131,6 +132,8 @@ class Extension:
         self.streamed = 0
         self.counters = node.counters
         self.now = 0              # latest time the node passed in
+        self.told_tag = None      # FULL tag of our last beacon ...
+        self.told_ms = 0          # ... and when
         self._chk_cache = (None, None)
 
     # -- our set ----------------------------------------------------------------------
@@ -165,13 +168,18 @@ class Extension:
                 return True
         return False
 
-    def paired_beacon(self):
-        """A beacon sent just before our periodic deployed claim: its FULL tag is that
-        claim's XOR, so our neighbours tell our claims from a deployed node's."""
+    def paired_beacon(self, now):
+        """A beacon to send just before our periodic deployed claim, or None when one
+        with the same FULL tag went out recently: its FULL tag is that claim's XOR, so our
+        neighbours tell our claims from a deployed node's."""
+        if self.told_tag == self._full_tag() and now - self.told_ms < PAIR_FRESH_MS:
+            return None
         return self._beacon(BEACON)
 
     def _beacon(self, typ):
         self.enc.extend(1)
+        self.told_tag = self._full_tag()
+        self.told_ms = self.now
         return DMX + bytes((typ,)) + self._full_tag() + self.enc.encode(0, 1)
 
     def _symbols(self, start, stop):

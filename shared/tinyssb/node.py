@@ -81,6 +81,8 @@ DEFER_MS = 30000        # a request we could not serve is kept this long: > 2 x 
 MAX_DEFERRED = 32       # remembered side-chain requests (entry requests: one per feed)
 DEPLOYED_MS = 60000     # a deployed neighbour counts as present this long after its last
                         # claim we cannot attribute to our nodes (3 full-claim periods)
+DISCOVERY_CLAIMS = 10   # without one, every 10th claim period (200 s) still claims: a
+                        # deployed node with an empty set says nothing until it learns
 GOSET_SOON_MS = 1000    # GOSET round brought forward while claims or novelties wait
 REACT_NOVELTIES = 4     # novelties sent at once in answer to a claim (the rest: rounds)
 CHAIN_BUSY_MS = 3000    # a side chain that got a chunk this recently is still arriving:
@@ -151,6 +153,7 @@ class Node:
         self.orphans = []          # (packet, hash) kept for a later predecessor
         self.postponed = []        # (kind, packet, ms) held while a side chain arrives
         self.deployed_ms = None    # last GOSET packet that no neighbour of ours explains
+        self._claims = 0           # claim periods so far
         self._last = {"want": None, "chnk": None}   # ms each was last sent
         self._idle = {"want": 0, "chnk": 0}         # sent and brought nothing, in a row
         self._got = {"want": False, "chnk": False}  # something arrived since the last one
@@ -475,11 +478,10 @@ class Node:
         new = g.on_packet(pkt, now)
         out = []
         if self.extended:
-            if claim:
-                # No novelty counts: anyone sends those, and a deployed node claims its
-                # whole set every 20 s (a one-key deployed set is announced by novelty
-                # only; we notice it once it holds two).
-                self.deployed_ms = now
+            # a claim none of our neighbours explains, or a novelty (a deployed node
+            # holding one key announces it so; ours send novelties only in answer to
+            # deployed claims): a deployed node is near
+            self.deployed_ms = now
             if g.full_match_ms == now:
                 self.spaces.goset.seen = now
             k = 0
@@ -815,12 +817,14 @@ class Node:
         g = self.goset
         gs = []
         if now >= due["claim"]:
-            if not self.extended or self.deployed_present(now):
+            self._claims += 1
+            if (not self.extended or self.deployed_present(now)
+                    or self._claims % DISCOVERY_CLAIMS == 0):
                 p = g.full_claim()
                 if p is not None:
-                    if self.ext is not None:
-                        # its FULL tag tells our neighbours this claim is ours
-                        out.append(("beacon", self.ext.paired_beacon()))
+                    b = self.ext.paired_beacon(now) if self.ext is not None else None
+                    if b is not None:
+                        out.append(("beacon", b))   # tells our nodes this claim is ours
                     gs.append(p)
             self._reschedule("claim", now)
         if now >= due["goset"]:
