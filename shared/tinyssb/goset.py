@@ -97,7 +97,8 @@ class GOSet:
         self.keys = []
         self._xor = bytearray(KEY_LEN)
         self.state = bytes(KEY_LEN)
-        self.meta = {}          # key -> [trust class, ms learned or last vouched for]
+        self.meta = {}          # key -> [trust class, ms learned or last vouched for,
+                                #         vouched: not WIRE, or a claim agreed with it]
         self.largest_claim_span = 0
         self.pending = []       # (cnt, lo, hi, xor) tuples
         self.novelties = []     # keys to announce
@@ -153,6 +154,7 @@ class GOSet:
             if cls < m[0]:
                 m[0] = cls
                 m[1] = now
+                m[2] = True
             elif cls == WIRE == m[0]:
                 m[1] = now
             return False
@@ -170,7 +172,7 @@ class GOSet:
         self.keys.insert(self._pos(key), key)
         xor_into(self._xor, key)
         self.state = bytes(self._xor)
-        self.meta[key] = [cls, now]
+        self.meta[key] = [cls, now, cls != WIRE]
         self._basis = None
         if self.mode == DEPLOYED:
             if len(self.keys) >= self.largest_claim_span and len(self.novelties) < NOVELTY_QUEUE:
@@ -237,6 +239,22 @@ class GOSet:
             m = meta[k]
             if m[0] == WIRE:
                 m[1] = now
+                m[2] = True
+
+    def vouched(self, key):
+        """Not a WIRE key only its sender vouches for. Extended mode never shows others
+        such a key (no novelty for it, never a boundary of our claims): junk that reached
+        us stops here, a deployed neighbour would keep it for good."""
+        m = self.meta.get(key)
+        return m is not None and (self.mode == DEPLOYED or m[2])
+
+    def _snap(self, lo, hi):
+        """The index range within lo..hi whose ends are vouched keys, or None."""
+        while lo <= hi and not self.vouched(self.keys[lo]):
+            lo += 1
+        while hi >= lo and not self.vouched(self.keys[hi]):
+            hi -= 1
+        return None if lo > hi else (lo, hi)
 
     def in_sync(self):
         """ESP32 gate for WANT/CHNK: no claim seen covers more keys than we hold."""
@@ -386,7 +404,7 @@ class GOSet:
     def _announce(self, keys):
         q = self.novelties
         for k in keys:
-            if k not in q and len(q) < self.capacity:
+            if k not in q and len(q) < self.capacity and self.vouched(k):
                 q.append(k)
 
     # -- rounds -------------------------------------------------------------------------
@@ -397,9 +415,15 @@ class GOSet:
         n = len(self.keys)
         if n == 0:
             return None
-        if n == 1:
-            return self.novelty(self.keys[0])
-        return self.claim(0, n - 1)
+        lo, hi = 0, n - 1
+        if self.mode == EXTENDED:
+            r = self._snap(lo, hi)
+            if r is None:
+                return None
+            lo, hi = r
+        if lo == hi:
+            return self.novelty(self.keys[lo])
+        return self.claim(lo, hi)
 
     def busy(self):
         """True while novelties wait for a round."""
@@ -446,10 +470,8 @@ class GOSet:
             helps -= 1
             lo += 1  # both boundary keys are known to the claimant
             hi -= 1
-            if ext and 0 <= hi - lo <= 2:
-                # a small region: name its keys rather than claim them (40 B each)
-                for k in self.keys[lo:hi + 1]:
-                    out.append(self.novelty(k))
+            if ext:
+                self._help_ext(lo, hi, out)
             elif hi == lo:
                 out.append(self.novelty(self.keys[lo]))
             elif hi == lo + 1 or hi == lo + 2:
@@ -460,3 +482,20 @@ class GOSet:
                 out.append(self.claim(lo + sz, hi))
         self.pending = keep[:PENDING_KEEP]
         return out
+
+    def _help_ext(self, lo, hi, out):
+        """Help as deployed nodes do (a small region's keys, else its two halves), but
+        name only vouched keys and claim halves between vouched keys."""
+        if 0 <= hi - lo <= 2:
+            for k in self.keys[lo:hi + 1]:
+                if self.vouched(k):
+                    out.append(self.novelty(k))   # 40 B each rather than a claim
+            return
+        if hi < lo:
+            return
+        sz = (hi + 1 - lo) // 2
+        for a, b in ((lo, lo + sz - 1), (lo + sz, hi)):
+            r = self._snap(a, b)
+            if r is not None:
+                out.append(self.claim(r[0], r[1]) if r[0] < r[1]
+                           else self.novelty(self.keys[r[0]]))
