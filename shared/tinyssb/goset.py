@@ -173,7 +173,8 @@ class GOSet:
         xor_into(self._xor, key)
         self.state = bytes(self._xor)
         self.meta[key] = [cls, now, cls != WIRE]
-        self._basis = None
+        if self._basis is not None:
+            self._basis.add(key)       # O(n); a removal rebuilds (lazily)
         if self.mode == DEPLOYED:
             if len(self.keys) >= self.largest_claim_span and len(self.novelties) < NOVELTY_QUEUE:
                 self.novelties.append(key)

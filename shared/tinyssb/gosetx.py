@@ -73,6 +73,9 @@ STREAM_BURST = 2              # packets per request or reply (6 symbols)
 STREAM_BUDGET = 40            # packets streamed per BEACON_MS (4.8 KB): a peer asking
                               # for more gets nothing until the window turns
 PAIR_FRESH_MS = HEARD_MS // 2  # neighbours still know the FULL tag of a beacon this old
+PAIR_LEFT = 10                # see _endgame
+SPLIT_BUDGET = 64              # local keys tried as pair halves per SYMBOLS packet (one
+                              # hash each): keeps a packet within ~2 ms on the unix port
 KEYS_GAP_MS = 60000           # KEYS for one remote set at most once per this (a set that
                               # stays the same after our KEYS could not take them)
 
@@ -81,6 +84,32 @@ def symbols_per_set(capacity):
     """Longest stream we send or decode: ~1.4 symbols per difference for large ones, and
     two sets of `capacity` differ in at most 2 x capacity keys."""
     return 3 * capacity
+
+
+class _Snapshot:
+    """A copy of an Encoder's prefix (the decoder's local side), extended in doubling
+    steps so a stream arriving three symbols at a time does not re-walk every key each
+    time."""
+
+    def __init__(self, enc):
+        e = codedsym.Encoder(enc.codec, 0)
+        e.m, e.n = enc.m, enc.n
+        e.sums = bytearray(enc.sums)
+        e.counts = list(enc.counts)
+        e.keys = dict(enc.keys)
+        e._walk = dict((k, list(w)) for k, w in enc._walk.items())
+        self.enc = e
+        self.keys = e.keys
+
+    @property
+    def m(self):
+        return self.enc.m
+
+    def symbol(self, i):
+        return self.enc.symbol(i)
+
+    def extend(self, m2):
+        self.enc.extend(max(m2, 2 * self.enc.m, 12))
 
 
 class _Decode:
@@ -470,10 +499,10 @@ class Extension:
         if d is not None:
             return d
         keys = self._local_keys()
-        enc = codedsym.Encoder(CODEC, 1)
-        for k in keys:
-            enc.add(k)
-        dec = codedsym.Decoder(CODEC, enc, self.max_symbols, 2 * self.node.goset.capacity)
+        # Our own announced set's encoder is that set's prefix already: a copy is the
+        # snapshot to decode against (no hashing), grown in doubling steps.
+        dec = codedsym.Decoder(CODEC, _Snapshot(self.enc), self.max_symbols,
+                               2 * self.node.goset.capacity)
         dec.add(0, sym)
         d = _Decode(dec, keys, state, count, full, now)
         self.decoders.append(d)
@@ -499,7 +528,7 @@ class Extension:
         try:
             dec.add(dec.received, data[skip * SYM:])
             if not dec.done:
-                dec.split_pairs()
+                dec.split_pairs(SPLIT_BUDGET)
         except codedsym.CodedSymbolError as e:
             self.decoders.remove(d)
             raise WireError("ext_" + e.reason.replace(" ", "_"))
@@ -550,14 +579,22 @@ class Extension:
         s, c, cnt = rest[:KEY_LEN], rest[KEY_LEN:SUM], CODEC.decode_count(rest[SUM:])
         cand = [k for k in d.keys if k not in found]
         if cnt < 0:
-            got = XorBasis(cand).solve(s)
-            if got is None or len(got) != -cnt:
+            # over our whole GOSET (its basis is kept up to date): with independent keys
+            # the solution is unique, and must lie among the snapshot's unfound keys
+            got = self.node.goset.solve(s, -cnt)
+            if got is None:
                 return None
+            cset = set(cand)
+            for k in got:
+                if k not in cset:
+                    return None
             cs = bytearray(CODEC.chk_len)
             for k in got:
                 xor_into(cs, _chk(k))
             return ([], got) if bytes(cs) == c else None
-        if cnt == 0:
+        if cnt == 0 and d.dec._nonzero <= PAIR_LEFT:
+            # one key each way left: found by trying our keys (one hash each), tried only
+            # once few symbols are left non-zero (two keys map to ~2 ln(m) + 2 of them)
             cset = set(cand)
             for k in cand:
                 r = xor_bytes(s, k)

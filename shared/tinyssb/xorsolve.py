@@ -31,30 +31,46 @@ class XorBasis:
     """Reduced basis of a list of keys; `solve(target)` names the keys that XOR to it.
 
     Args:
-        keys: list of equal-length byte strings (the set; order is the caller's).
+        keys: list of equal-length byte strings (the set; order is the caller's). The
+        basis keeps its own list: `add` appends a key in O(rank), so a set that only grows
+        never rebuilds.
     """
 
-    def __init__(self, keys):
-        self.keys = keys
-        self.rows = {}    # pivot bit -> (vector, mask of key positions combined into it)
+    def __init__(self, keys=()):
+        self.keys = []
+        self.rows = {}      # pivot -> (vector, mask of key positions combined into it,
+                            #           the pivot bit as an int)
+        self.pivots = []    # pivot bits, highest first
         self.rank = 0
-        for i in range(len(keys)):
-            v = as_int(keys[i])
-            m = 1 << i
-            v, m = self._reduce(v, m)
-            if v:
-                self.rows[_top(v)] = (v, m)
-                self.rank += 1
+        for k in keys:
+            self.add(k)
+
+    def add(self, key):
+        """Take one more key; returns False when it depends on those before it."""
+        i = len(self.keys)
+        self.keys.append(bytes(key))
+        v, m = self._reduce(as_int(key), 1 << i)
+        if not v:
+            return False
+        p = _top(v)
+        self.rows[p] = (v, m, 1 << p)
+        piv = self.pivots
+        j = 0
+        while j < len(piv) and piv[j] > p:
+            j += 1
+        piv.insert(j, p)
+        self.rank += 1
+        return True
 
     def _reduce(self, v, m):
+        # Rows have distinct pivots (their top bits); clearing them from the top down
+        # leaves v zero exactly when it lies in the span.
         rows = self.rows
-        while v:
-            p = _top(v)
-            r = rows.get(p)
-            if r is None:
-                break
-            v ^= r[0]
-            m ^= r[1]
+        for p in self.pivots:
+            r = rows[p]
+            if v & r[2]:
+                v ^= r[0]
+                m ^= r[1]
         return v, m
 
     def independent(self):
