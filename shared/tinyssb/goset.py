@@ -247,7 +247,7 @@ class GOSet:
         such a key (no novelty for it, never a boundary of our claims): junk that reached
         us stops here, a deployed neighbour would keep it for good."""
         m = self.meta.get(key)
-        return m is not None and (self.mode == DEPLOYED or m[2])
+        return m is not None and (self.mode == DEPLOYED or m[0] != WIRE or m[2])
 
     def _snap(self, lo, hi):
         """The index range within lo..hi whose ends are vouched keys, or None."""
