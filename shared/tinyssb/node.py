@@ -85,7 +85,8 @@ DISCOVERY_CLAIMS = 10   # without one, every 10th claim period (200 s) still cla
                         # deployed node with an empty set says nothing until it learns
 GOSET_SOON_MS = 1000    # GOSET round brought forward while claims or novelties wait
 REACT_NOVELTIES = 4     # novelties sent at once in answer to a claim (the rest: rounds)
-CHAIN_BUSY_MS = 3000    # a side chain that got a chunk this recently is still arriving:
+CHAIN_BUSY_MS = 1500    # a side chain that got a chunk this recently is still arriving (a
+                        # sender's next chunk follows within a slot, <= 550 ms + airtime):
                         # what we owe from it goes out once it is complete, so we do not
                         # send while the hop before us does (half duplex, hidden nodes)
 CHNK_HOLD_MS = 4000     # our CHNK waits this long after a neighbour asked for chunks we
