@@ -138,8 +138,7 @@ class BlePort:
         self._lens = bytearray(RING_SLOTS)
         self._head = 0        # advanced by the task only, modulo 2 * RING_SLOTS
         self._tail = 0        # advanced by the IRQ handler only
-        self.out = Scheduler(lambda n: 0, _NoLimit(), fw.rand, OUT_QUEUE, OUT_GAP_MS,
-                             OUT_JITTER_MS)
+        self.out = self._queue()
         self._status = None
         self._status_due = 0
         self.advertising = False
@@ -156,6 +155,10 @@ class BlePort:
         self._adv = adv_payloads(self.adv_name)
         self.refresh_status(0)
         self._advertise()
+
+    def _queue(self):
+        return Scheduler(lambda n: 0, _NoLimit(), self.fw.rand, OUT_QUEUE, OUT_GAP_MS,
+                         OUT_JITTER_MS)
 
     # -- stack events (IRQ context: no waiting, small allocations only) -----------------
     def _irq(self, event, data):
@@ -262,7 +265,12 @@ class BlePort:
         return reason
 
     def flush(self, now_ms):
-        """Notify the next queued packet when its slot has come; True if one went out."""
+        """Notify the next queued packet when its slot has come; True if one went out.
+        With nobody connected any more, what was queued for them is dropped."""
+        if not self._conns:
+            if len(self.out):
+                self.out = self._queue()
+            return False
         pkt = self.out.pop(now_ms)
         if pkt is None:
             return False
