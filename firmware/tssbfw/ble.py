@@ -51,7 +51,8 @@ RX_BUF = MAX_PKT + 1   # the stack truncates writes to this; one spare byte keep
                        # oversized write visible as oversized
 RING_SLOTS = 8         # deployed: 3 slots drained by a 10 ms loop; ours also fills while the
                        # node verifies a signature, so a few more (8 x 127 B = 1 KB)
-DRAIN_MAX = 4          # packets handed to the node per turn of the BLE task
+DRAIN_MAX = 2          # packets handed to the node per turn of the BLE task (an entry
+                       # costs a signature check): 200/s, above what BLE writes deliver
 POLL_MS = 10           # the BLE task's period (deployed loop: delay(10))
 OUT_QUEUE = 10         # notifications waiting, duplicates dropped (as the radio's SCHED_MAX)
 OUT_GAP_MS = 100       # one notification per 100 + rand(10) ms: the deployed BLE face's
@@ -59,7 +60,10 @@ OUT_JITTER_MS = 10     # UDP_INTERPACKET_TIME and io_dequeue's jitter (io.h, io.
 MAX_CLIENTS = 3        # io.cpp stops advertising at 3 connected centrals
 BAD_WRITES_MAX = 8     # malformed writes a client may make per BAD_WINDOW_MS before
 BAD_WINDOW_MS = 10000  # it is disconnected (a correct app never makes one)
-STATUS_MS = 1000       # status text refresh (deployed: on every display refresh)
+IDLE_MS = 60000        # a client silent this long is disconnected, so idle connections
+                       # cannot hold the MAX_CLIENTS slots: the app sends a GOSET claim
+                       # every 10 s (GOset.kt), our nodes every 20 s (deployed has no limit)
+STATUS_MS = 1000       # status text refresh and idle check (deployed: on display refresh)
 ADV_INTERVAL_US = 100000  # 100 ms: found within one low-power Android scan window
 ADV_MAX = 31           # legacy advertising payload limit (Bluetooth Core, GAP)
 NAME_MAX = ADV_MAX - 2 # the name travels in the scan response as one AD structure
@@ -130,8 +134,9 @@ class BlePort:
         self.counters = {"rx": 0, "tx": 0, "connects": 0, "refused": 0, "kicked": 0,
                          "bad_empty": 0, "bad_too_long": 0, "ring_full": 0,
                          "queue_full": 0, "duplicate": 0, "mtu_small": 0,
-                         "notify_failed": 0, "unknown_conn": 0}
-        self.clients = {}     # conn handle -> [mtu, bad writes in window, window start ms]
+                         "notify_failed": 0, "unknown_conn": 0, "idle": 0}
+        self.clients = {}     # conn handle -> [mtu, bad writes in window, window start ms,
+                              #                 last write ms]
         self._conns = ()      # snapshot of the connected handles (replaced, never mutated)
         self._ring = bytearray(RING_SLOTS * MAX_PKT)
         self._mv = memoryview(self._ring)
@@ -179,10 +184,10 @@ class BlePort:
         self.advertising = False  # the stack stops advertising on a connection
         if len(self.clients) >= MAX_CLIENTS:
             self.counters["refused"] += 1
-            self.ble.gap_disconnect(conn)
+            self._hang_up(conn)
             return
         self.counters["connects"] += 1
-        self.clients[conn] = [ATT_MTU_DEFAULT, 0, 0]
+        self.clients[conn] = [ATT_MTU_DEFAULT, 0, 0, self.fw.clock.now()]
         self._conns = tuple(self.clients)
         self._advertise()
 
@@ -211,6 +216,7 @@ class BlePort:
             self.counters["bad_empty" if n == 0 else "bad_too_long"] += 1
             self._misbehaved(conn, c)
             return
+        c[3] = self.fw.clock.now()
         used = (self._tail - self._head) % (2 * RING_SLOTS)
         if used >= RING_SLOTS:
             self.counters["ring_full"] += 1
@@ -229,10 +235,17 @@ class BlePort:
         c[1] += 1
         if c[1] > BAD_WRITES_MAX:
             self.counters["kicked"] += 1
-            self._forget(conn)
-            self.ble.gap_disconnect(conn)
+            self._hang_up(conn)
             if self.fw.events is not None:
                 self.fw.events.emit("drop", reason="ble_client_dropped")
+
+    def _hang_up(self, conn):
+        self._forget(conn)
+        try:
+            self.ble.gap_disconnect(conn)
+        except OSError:
+            pass   # already gone
+        self._advertise()
 
     # -- the BLE task --------------------------------------------------------------------
     def pending(self):
@@ -303,10 +316,16 @@ class BlePort:
         return "W:0 E:%d G:0 L:%d" % (len(self._conns), heard)
 
     def refresh_status(self, now_ms):
-        """Write the status text when it changed (at most every STATUS_MS) and notify it."""
+        """Every STATUS_MS: hang up on idle clients; write the status text when it
+        changed and notify it."""
         if now_ms < self._status_due:
             return
         self._status_due = now_ms + STATUS_MS
+        for conn in self._conns:
+            c = self.clients.get(conn)
+            if c is not None and now_ms - c[3] > IDLE_MS:
+                self.counters["idle"] += 1
+                self._hang_up(conn)
         text = self.status_text()
         if text == self._status:
             return

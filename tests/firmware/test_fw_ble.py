@@ -227,6 +227,23 @@ def test_clients_limit_and_advertising(tmp_path):
     assert androidapp.advertises(stack.adv[1], SERVICE)
 
 
+def test_idle_client_is_disconnected(tmp_path):
+    fw, _, _ = boot(tmp_path)
+    port = fw.faces[0]
+    t = [0]
+    fw.clock.now = lambda: t[0]
+    quiet = connect(addr=b"\x5a\x00\x00\x00\x00\x01")
+    busy = connect(addr=b"\x5a\x00\x00\x00\x00\x02")
+    rx = handle(RX)
+    while t[0] <= ble.IDLE_MS + 2 * ble.STATUS_MS:
+        busy.write(rx, b"\x01" * 30)           # e.g. a GOSET claim now and then
+        port.drain(t[0])
+        port.refresh_status(t[0])
+        t[0] += ble.STATUS_MS
+    assert not quiet.connected and busy.connected
+    assert port.counters["idle"] == 1 and port.status()["clients"] == 1
+
+
 def test_mtu_and_notifications(tmp_path):
     fw, _, _ = boot(tmp_path)
     port = fw.faces[0]
