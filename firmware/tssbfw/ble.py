@@ -268,7 +268,7 @@ class BlePort:
                 self.send(p)
         return n
 
-    def send(self, pkt, now_ms=None):
+    def send(self, pkt):
         """Queue a packet for every connected client (dropped when nobody listens)."""
         if not self._conns:
             return None
