@@ -1,14 +1,13 @@
 """The BLE port (tssbfw.ble) on the fake `bluetooth` stack: the deployed service layout,
 write sizes, the ring, misbehaving and surplus clients, MTU, status, config; and the
 phone <-> board <-> board run under MicroPython and CPython (e2e_ble.py)."""
-import json
 import os
-import subprocess
 import sys
 
 import pytest
 
 import androidapp
+import e2e_run
 import bluetooth
 from tinyssb.node import Node
 from tinyssb.store import MemStore
@@ -16,7 +15,6 @@ from tinyssb import crypto
 from tssbfw import ble, config
 from tssbfw.bridge import MemoryBridge
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MPY = os.path.join(os.path.dirname(sys.executable), "micropython")
 SEED = b"\x05" * 32
 
@@ -373,11 +371,7 @@ def test_board_without_bluetooth_runs_without_ble(tmp_path):
 
 
 def _run_e2e(exe, tmp_path):
-    r = subprocess.run([exe, "tests/firmware/e2e_ble.py", str(tmp_path / "w")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
-    line = [l for l in r.stdout.splitlines() if l.startswith("E2E ")]
-    assert line, r.stdout + r.stderr
-    return r.returncode, json.loads(line[0][4:])
+    return e2e_run.run(exe, "e2e_ble.py", tmp_path / "w")
 
 
 def _check_e2e(rc, res):
