@@ -7,9 +7,10 @@ after the previous transmission ended (random jitter keeps neighbours that heard
 request from answering in lockstep). The ESP32's slots tick whether or not anything
 waits, so a frame queued while idle waits for the next slot, a random part of one
 (rand(IDLE_SLOT_MS)): without that, neighbours that react to the same packet (an owed
-entry, a WANT brought forward) would all start at once and collide. Each frame is also cleared with the region's
-transmit limiter first; when the limiter asks for a wait the frame stays queued and the
-slot moves to the end of the wait, so the node queues rather than breaks the law.
+entry, a WANT brought forward) would all start at once and collide. Each frame is also
+cleared with the region's transmit limiter first; when the limiter asks for a wait the
+frame stays queued and the slot moves to the end of the wait, so the node queues rather
+than breaks the law.
 
 Time is passed in (`now_ms`); the class never reads a clock, so the host simulator
 drives it with a virtual one.
@@ -24,11 +25,12 @@ IDLE_SLOT_MS = GAP_MS + JITTER_MS // 2   # mean slot length: the wait for the ne
 
 class Scheduler:
     def __init__(self, airtime_ms, limiter, rand, max_queue=MAX_QUEUE,
-                 gap_ms=GAP_MS, jitter_ms=JITTER_MS):
+                 gap_ms=GAP_MS, jitter_ms=JITTER_MS, idle_slot_ms=IDLE_SLOT_MS):
         """Args:
             airtime_ms: function(frame_length) -> ms on air (regions/airtime).
             limiter: a limiter.TxLimiter.
             rand: function(n) -> int in 0..n-1 (injected so runs can be reproduced).
+            idle_slot_ms: a frame queued while idle waits rand(idle_slot_ms) (0: none).
         """
         self._air = airtime_ms
         self._lim = limiter
@@ -36,6 +38,7 @@ class Scheduler:
         self.max_queue = max_queue
         self.gap = gap_ms
         self.jitter = jitter_ms
+        self.idle_slot = idle_slot_ms   # 0: a frame queued while idle goes at once
         self._q = []
         self._next = 0
         self._fresh = False   # the queue filled up again after being empty
@@ -69,7 +72,7 @@ class Scheduler:
         if self._fresh:
             self._fresh = False
             if self._next <= now_ms:
-                self._next = now_ms + self._rand(IDLE_SLOT_MS)
+                self._next = now_ms + (self._rand(self.idle_slot) if self.idle_slot else 0)
 
     def due_in(self, now_ms):
         """Milliseconds until pop() may return a frame; None when the queue is empty."""
