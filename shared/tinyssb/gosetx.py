@@ -40,9 +40,8 @@ from hashlib import sha256
 
 from tinyssb import codedsym
 from tinyssb.errors import WireError
-from tinyssb.goset import EXT, KEY_LEN, PINNED
+from tinyssb.goset import EXT, KEY_LEN
 from tinyssb.hotloops import xor_bytes, xor_into
-from tinyssb.xorsolve import XorBasis
 
 EXT_STR = b"tinyssb-toolkit GOset coded 1"
 DMX = sha256(EXT_STR).digest()[:7]
@@ -418,7 +417,6 @@ class Extension:
     def _pair(self, state, chk, count):
         """Symbol 0 holds one key each way (or one more key there): found by trying our
         keys (checksums make a wrong pick a 2^-24 event)."""
-        g = self.node.goset
         keys = self._local_keys()
         n = len(keys)
         xs = bytearray(state)

@@ -1,6 +1,5 @@
 # WANT/CHNK scheduling of our nodes: requests answered when the entry or chunk arrives,
 # side chains forwarded whole, orphans kept. CPython and MicroPython.
-from tinyssb import entry
 from tinyssb.goset import DEPLOYED
 from tinyssb.node import Node
 from tinyssb.store import MemStore
