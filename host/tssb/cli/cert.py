@@ -1,7 +1,7 @@
 """`tssb cert`: Merkle feed certificates: make, verify, compare (docs/certs.md)."""
 import sys
 
-from tssb.cli import CliError
+from tssb.cli import CliError, open_home
 
 FORMS = ("auto", "bridging", "compact", "head")
 MAX_FILE = 64 * 1024  # certificates are < 4.2 KB and fork proofs < 8.5 KB; refuse more
@@ -16,10 +16,6 @@ def register(subparsers):
                     "the feed, the comparison yields a fork proof anyone can check.")
     sub = p.add_subparsers(dest="cert_command", metavar="ACTION")
     p.set_defaults(func=lambda _args: p.print_help() or 2)
-
-    def home(sp):
-        from tssb.context import add_home_option
-        add_home_option(sp)
 
     sp = sub.add_parser(
         "make", help="write the certificate of entry SEQ of FEED to a file",
@@ -36,7 +32,6 @@ def register(subparsers):
                     help="anchor at entry N (SEQ <= N <= newest); overrides --form")
     sp.add_argument("-o", "--output", metavar="FILE",
                     help="output file (default: <feed prefix>-<SEQ>.tssbcert here)")
-    home(sp)
     sp.set_defaults(func=cmd_make)
 
     sp = sub.add_parser(
@@ -64,13 +59,7 @@ def register(subparsers):
                         description="For each stored feed (or FEED): entries held and "
                                     "entries certified.")
     sp.add_argument("feed", metavar="FEED", nargs="?")
-    home(sp)
     sp.set_defaults(func=cmd_status)
-
-
-def _open_context(home):
-    from tssb.context import Context
-    return Context.open(home)
 
 
 def _resolve_feed(ctx, text):
@@ -129,7 +118,7 @@ def _anchor(args, log):
 
 def cmd_make(args):
     from tssb.certs import CertError
-    ctx = _open_context(args.home)
+    ctx = open_home(args)
     try:
         fid = _resolve_feed(ctx, args.feed)
         if not ctx.store.has_feed(fid):
@@ -255,7 +244,7 @@ def cmd_compare(args):
 
 
 def cmd_status(args):
-    ctx = _open_context(args.home)
+    ctx = open_home(args)
     try:
         fids = [_resolve_feed(ctx, args.feed)] if args.feed else ctx.store.feeds()
         for fid in fids:

@@ -141,8 +141,6 @@ def register(subparsers):
                               description="Create, join, increment and read a global "
                                           "elapsed-time counter; its messages sync with "
                                           "`tssb clock sync --mode threads`.")
-    from tssb.context import add_home_option
-    add_home_option(p)
     sub = p.add_subparsers(dest="counter_cmd", metavar="ACTION")
     i = sub.add_parser("init", help="create a counter; prints its id")
     i.add_argument("--n", type=int, default=64, help="clock cells (default %(default)s)")

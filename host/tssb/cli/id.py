@@ -3,8 +3,8 @@ import hashlib
 import json
 import secrets
 
-from tssb.cli import CliError
-from tssb.context import SSB_MAIN_NETWORK_KEY, Context, add_home_option, ssb_id
+from tssb.cli import CliError, open_home
+from tssb.context import SSB_MAIN_NETWORK_KEY, ssb_id
 
 
 def register(subparsers):
@@ -14,7 +14,6 @@ def register(subparsers):
                     "the secret-handshake network key of the deployment. Hosts only talk to "
                     "each other when they share the network key: create one (the default for "
                     "a new data directory), then copy it to the other hosts with --network HEX.")
-    add_home_option(p)
     p.add_argument("--network", metavar="KEY",
                    help="set the network key: 64 hex digits, 'new' for a fresh random key, "
                         "or 'ssb-main' for the Secure Scuttlebutt main-net key")
@@ -39,7 +38,7 @@ def _parse_network(text):
 
 
 def run(args):
-    ctx = Context.open(args.home)
+    ctx = open_home(args, create=True)
     try:
         if args.network:
             ctx.set_network_key(_parse_network(args.network))

@@ -4,7 +4,7 @@ import os
 import time
 
 from tssb.cli import CliError
-from tssb.context import EVENT_FILE, add_home_option, default_home
+from tssb.context import EVENT_FILE, default_home
 
 FOLLOW_POLL_S = 0.5
 
@@ -15,7 +15,6 @@ def register(subparsers):
         description="Print the event log of this data directory (one JSON object per line, "
                     "the schema the Spark ingest reads): host sessions and the event lines "
                     "of bridged boards. --follow waits for new lines like tail -f.")
-    add_home_option(p)
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
     p.add_argument("--event", metavar="NAME", action="append",
                    help="only these events (repeatable), e.g. --event rx --event tx")

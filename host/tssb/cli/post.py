@@ -1,7 +1,6 @@
 """`tssb post TEXT`: append an entry to the host's own feed."""
 from tssb.bridge.hostnode import HostNode
-from tssb.cli import CliError
-from tssb.context import Context, add_home_option
+from tssb.cli import CliError, open_home
 
 
 def register(subparsers):
@@ -10,7 +9,6 @@ def register(subparsers):
         description="Author a signed tinySSB entry on the host's own feed (content longer "
                     "than fits in one 120-byte entry goes into a side chain). `tssb bridge` "
                     "then replicates it to boards and peers.")
-    add_home_option(p)
     p.add_argument("text", metavar="TEXT", help="the content (UTF-8)")
     p.set_defaults(func=run)
 
@@ -19,7 +17,7 @@ def run(args):
     content = args.text.encode("utf-8")
     if not content:
         raise CliError("nothing to post: TEXT is empty")
-    ctx = Context.open(args.home)
+    ctx = open_home(args)
     try:
         h = HostNode(ctx.store, ctx.identity, ctx.events)
         try:
