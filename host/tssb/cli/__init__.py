@@ -127,6 +127,35 @@ def open_home(args, create=False, clock=None):
                        "--init)" % (home, home), EXIT_FAILURE)
 
 
+MIN_FEED_PREFIX = 8   # hex digits: 2^32 prefixes, unambiguous in any store of real size
+
+
+def resolve_feed(ctx, text, known_names=None):
+    """The 32-byte feed id FEED names: 'self', 64 hex digits, an @base64.ed25519 id, a
+    unique prefix of a stored feed (8+ hex digits) or, with known_names ({fid: name}),
+    a unique author name. Raises: CliError."""
+    from tssb.context import parse_public_key
+    if text == "self":
+        return ctx.identity.public
+    try:
+        return parse_public_key(text)
+    except ValueError:
+        pass
+    t = text.lower()
+    if all(c in "0123456789abcdef" for c in t) and t:
+        if len(t) < MIN_FEED_PREFIX:
+            raise CliError("a feed prefix needs at least %d hex digits" % MIN_FEED_PREFIX)
+        hits = [bytes(f) for f in ctx.store.feeds() if bytes(f).hex().startswith(t)]
+    else:
+        hits = [f for f, n in (known_names or {}).items() if n == text]
+    if len(hits) != 1:
+        raise CliError("%s stored feeds match %r (FEED is 'self', a feed id, a unique prefix "
+                       "of 8+ hex digits%s; see `tssb feeds`)"
+                       % (len(hits) or "no", text, ", or an author's name" if known_names
+                          is not None else ""), EXIT_FAILURE if not hits else EXIT_USAGE)
+    return hits[0]
+
+
 def peer_address(text, option="--peer"):
     """(host, port) of "HOST:PORT" ([v6] brackets allowed). Raises: CliError."""
     host, sep, port = text.rpartition(":")

@@ -1,7 +1,7 @@
 """`tssb cert`: Merkle feed certificates: make, verify, compare (docs/certs.md)."""
 import sys
 
-from tssb.cli import CliError, open_home
+from tssb.cli import CliError, open_home, resolve_feed
 
 FORMS = ("auto", "bridging", "compact", "head")
 MAX_FILE = 64 * 1024  # certificates are < 4.2 KB and fork proofs < 8.5 KB; refuse more
@@ -23,7 +23,8 @@ def register(subparsers):
                     "certified up to its newest entry first (the records are kept in the "
                     "host database); for other feeds the author's records must be present.")
     sp.add_argument("feed", metavar="FEED",
-                    help="'self', a feed ID (64 hex digits) or a unique prefix of a stored one")
+                    help="'self', a feed ID (64 hex digits or @base64.ed25519) or a unique "
+                         "prefix of a stored one")
     sp.add_argument("seq", metavar="SEQ", type=int, help="entry number (1-based)")
     sp.add_argument("--form", choices=FORMS, default="auto",
                     help="auto (default): compact once the feed has grown to the next power "
@@ -63,21 +64,7 @@ def register(subparsers):
 
 
 def _resolve_feed(ctx, text):
-    if text == "self":
-        return ctx.identity.public
-    t = text.lower()
-    try:
-        bytes.fromhex(t if len(t) % 2 == 0 else t + "0")
-    except ValueError:
-        raise CliError("FEED must be 'self' or hex digits, got %r" % text)
-    if len(t) == 64:
-        return bytes.fromhex(t)
-    if len(t) < 8:
-        raise CliError("a feed prefix needs at least 8 hex digits")
-    hits = [f for f in ctx.store.feeds() if bytes(f).hex().startswith(t)]
-    if len(hits) != 1:
-        raise CliError("%d stored feeds start with %s" % (len(hits), t))
-    return bytes(hits[0])
+    return resolve_feed(ctx, text)
 
 
 def _certlog(ctx, fid):
