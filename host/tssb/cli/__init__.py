@@ -112,6 +112,16 @@ def home_path(args):
     return os.path.abspath(args.home or default_home())
 
 
+def require_home(args):
+    """The data directory, which must exist (for commands that read its files only)."""
+    from tssb.store import DB_NAME
+    home = home_path(args)
+    if not os.path.isfile(os.path.join(home, DB_NAME)):
+        raise CliError("no tssb home at %s: create one with `tssb id --home %s`"
+                       % (home, home), EXIT_FAILURE)
+    return home
+
+
 def open_home(args, create=False, clock=None):
     """Open the data directory of a command: `tssb.context.Context`.
 

@@ -1,4 +1,5 @@
 """`tssb cert`: Merkle feed certificates: make, verify, compare (docs/certs.md)."""
+import json
 import sys
 
 from tssb.cli import CliError, open_home, resolve_feed
@@ -41,6 +42,7 @@ def register(subparsers):
                     "are valid, 1 otherwise. No data directory is needed.")
     sp.add_argument("files", metavar="FILE", nargs="+")
     sp.add_argument("--feed", metavar="HEX", help="require certificates to be of this feed")
+    sp.add_argument("--json", action="store_true", help="one JSON object per file")
     sp.set_defaults(func=cmd_verify)
 
     sp = sub.add_parser(
@@ -188,6 +190,10 @@ def cmd_verify(args):
                 r = forks.verify_proof(data)
                 if fid is not None and r.fid != fid:
                     raise CertError("wrong_feed")
+                if args.json:
+                    print(json.dumps({"file": path, "valid": True, "kind": "fork_proof",
+                                      "feed": r.fid.hex(), "at": [r.key[0], r.key[1]]}))
+                    continue
                 print("%s: valid FORK PROOF: feed %s signed two incompatible histories"
                       % (path, r.fid.hex()))
                 print("  at %s %d: %s versus %s" % (r.key[0], r.key[1], r.value_a.hex(),
@@ -196,10 +202,18 @@ def cmd_verify(args):
                       % (r.cert_a.seq, r.cert_a.anchor, r.cert_b.seq, r.cert_b.anchor))
             else:
                 v = certificate.verify(data, fid=fid)
+                if args.json:
+                    print(json.dumps({"file": path, "valid": True, "kind": "certificate",
+                                      "form": v.form, "feed": v.fid.hex(), "seq": v.seq,
+                                      "anchor": v.anchor, "mid": v.mid.hex()}))
+                    continue
                 print("%s: %s" % (path, "\n".join(describe(v))))
         except CertError as e:
             bad += 1
-            print("%s: INVALID: %s" % (path, e))
+            if args.json:
+                print(json.dumps({"file": path, "valid": False, "reason": str(e)}))
+            else:
+                print("%s: INVALID: %s" % (path, e))
     return 1 if bad else 0
 
 
