@@ -1,10 +1,14 @@
 """`tssb config get|set KEY [VALUE]`: a bridged board's settings over the USB link
 (CFG_GET / CFG_SET), persisted on the board's flash."""
 import json
+import logging
+import sqlite3
 
 from tinyssb import link
 from tssb.cli import EXIT_FAILURE, CliError, _board as board, open_home
 from tssb.cli.post import BOARD_PLAN_CONFIG
+
+log = logging.getLogger("tssb.cli")
 
 # What each key means for `--help` (the keys themselves come from the firmware's config).
 MEANING = {
@@ -72,12 +76,12 @@ def _remember_plan(args, plan):
     """Keep the board's plan in the home (post's airtime estimate), if there is a home."""
     try:
         ctx = open_home(args)
-    except CliError:
-        return
-    try:
-        ctx.store.set_config(BOARD_PLAN_CONFIG, plan)
-    finally:
-        ctx.close()
+        try:
+            ctx.store.set_config(BOARD_PLAN_CONFIG, plan)
+        finally:
+            ctx.close()
+    except (CliError, sqlite3.Error, OSError) as e:   # the board's answer still stands
+        log.debug("board plan not remembered: %s", e)
 
 
 def cmd_get(args):

@@ -87,14 +87,16 @@ def run(args, runner=None, list_fn=None):
         out = tmp.name
 
     def progress(done, total, name):
-        sys.stdout.write("\rcompiling %3d/%d %-40s" % (done, total, name))
-        sys.stdout.flush()
+        sys.stderr.write("\rcompiling %3d/%d %-40s" % (done, total, name))
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
     try:
         try:
             info = bundle.build(os.path.join(out, "bundle"), progress=progress)
         except bundle.BundleError as e:
             raise CliError(str(e))
-        print("\nbundle: %d modules, %d bytes of .mpy" % (len(info["files"]) - 2,
+        print("bundle: %d modules, %d bytes of .mpy" % (len(info["files"]) - 2,
                                                          info["mpy_bytes"]))
         cfg_file = os.path.join(out, "config.json")
         with open(cfg_file, "w") as f:

@@ -28,6 +28,7 @@ def register(subparsers):
     p.add_argument("--idle-timeout", type=float, default=pol.IDLE_TIMEOUT,
                    help="seconds without traffic before a session is closed (default %g)"
                         % pol.IDLE_TIMEOUT)
+    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     p.set_defaults(func=run, log_default="info")
 
 
@@ -47,7 +48,10 @@ async def _serve(ctx, args):
         log.warning("no allowed peers yet: every handshake will be refused "
                     "(`tssb peer add KEY`, or --open)")
     try:
-        await asyncio.Event().wait()
+        if args.duration is None:
+            await asyncio.Event().wait()
+        else:
+            await asyncio.sleep(args.duration)
     finally:
         await server.close()
 
@@ -55,13 +59,16 @@ async def _serve(ctx, args):
 def run(args):
     if not 0 <= args.port < 65536:
         raise CliError("--port must be 0..65535")
+    if args.duration is not None and not args.duration > 0:
+        raise CliError("--duration must be positive")
     if args.max_sessions < 1 or not args.idle_timeout > 0:
         raise CliError("--max-sessions must be at least 1 and --idle-timeout positive")
     ctx = open_home(args)
     try:
         run_async(_serve(ctx, args))
     except KeyboardInterrupt:
-        log.info("stopped")
+        pass             # Ctrl-C is how a server is stopped
     finally:
         ctx.close()
+    log.info("stopped")
     return 0

@@ -103,10 +103,10 @@ def cmd_check(args):
 def cmd_backup(args):
     from tssb import storecheck
     path = os.path.abspath(args.file)
-    if os.path.exists(path):
-        raise CliError("%s exists: choose a new file name" % args.file, EXIT_FAILURE)
     ctx = open_home(args)
     try:
+        if os.path.exists(path):
+            raise CliError("%s exists: choose a new file name" % args.file, EXIT_FAILURE)
         storecheck.backup(ctx.store, path)
     finally:
         ctx.close()
