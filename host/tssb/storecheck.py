@@ -132,6 +132,7 @@ def _check_chunks(store, fid, seq, pkt, r):
             n_chunks, ptr = info.n_chunks, info.hptr
         except WireError:
             n_chunks, ptr = 0, None
+    broken = False
     for i, (cnr, chunk) in enumerate(rows):
         r.chunks += 1
         chunk = bytes(chunk)
@@ -139,12 +140,14 @@ def _check_chunks(store, fid, seq, pkt, r):
             r.add("orphan", fid, seq, "chunk %d of entry %d: the entry has %d chunks"
                   % (cnr, seq, n_chunks))
             r.bad_chunks.add((fid, seq, cnr))
+        elif broken:
+            continue             # after a bad chunk nothing can be checked (repair drops it)
         elif cnr != i or ptr is None or len(chunk) != entry.PKT_LEN or \
                 entry.chunk_hash(chunk) != ptr:
-            r.add("chunk", fid, seq, "chunk %d of entry %d does not match its hash pointer"
-                  % (cnr, seq))
+            r.add("chunk", fid, seq, "chunk %d of entry %d does not match its hash pointer "
+                  "(the side chain is broken from it on)" % (cnr, seq))
             r.bad_chunks.add((fid, seq, cnr))
-            ptr = None           # the rest of the chain cannot be checked from here
+            broken = True
         else:
             ptr = chunk[entry.CHUNK_DATA:]
     if 0 < n_chunks and len(rows) < n_chunks:

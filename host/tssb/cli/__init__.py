@@ -254,12 +254,18 @@ def run_async(coro):
             loop.close()
 
 
-def main(argv=None):
-    parser = build_parser()
+def parse_args(parser, argv=None):
+    """Parse argv; the global options get their defaults wherever they were not given."""
     args = parser.parse_args(argv)
     for k, v in GLOBAL_DEFAULTS.items():
         if not hasattr(args, k):
             setattr(args, k, v)
+    return args
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parse_args(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         sys.exit(EXIT_USAGE)
