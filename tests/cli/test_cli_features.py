@@ -52,11 +52,13 @@ def _interrupt(p):
     t0 = time.monotonic()
     p.send_signal(signal.SIGINT)
     try:
-        out, err = p.communicate(timeout=STOP_S)
+        p.wait(timeout=STOP_S)
     except subprocess.TimeoutExpired:
         p.kill()
         raise AssertionError("still running %g s after Ctrl-C" % STOP_S)
-    return p.returncode, out.decode(), err.decode(), time.monotonic() - t0
+    took = time.monotonic() - t0
+    # read(), not communicate(): _wait_stderr's readline may hold lines in the buffer
+    return p.returncode, p.stdout.read().decode(), p.stderr.read().decode(), took
 
 
 @pytest.fixture
