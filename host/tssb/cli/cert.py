@@ -65,10 +65,6 @@ def register(subparsers):
     sp.set_defaults(func=cmd_status)
 
 
-def _resolve_feed(ctx, text):
-    return resolve_feed(ctx, text)
-
-
 def _certlog(ctx, fid):
     from tssb.certs import CertError, CertLog, SqliteRecords
     try:
@@ -109,7 +105,7 @@ def cmd_make(args):
     from tssb.certs import CertError
     ctx = open_home(args)
     try:
-        fid = _resolve_feed(ctx, args.feed)
+        fid = resolve_feed(ctx, args.feed)
         if not ctx.store.has_feed(fid):
             raise CliError("feed %s is not stored here" % fid.hex())
         log = _certlog(ctx, fid)
@@ -247,7 +243,7 @@ def cmd_compare(args):
 def cmd_status(args):
     ctx = open_home(args)
     try:
-        fids = [_resolve_feed(ctx, args.feed)] if args.feed else ctx.store.feeds()
+        fids = [resolve_feed(ctx, args.feed)] if args.feed else ctx.store.feeds()
         for fid in fids:
             fid = bytes(fid)
             log = _certlog(ctx, fid)
