@@ -370,7 +370,15 @@ def test_log_levels_and_verbose():
 
 def test_internal_errors_are_one_line_and_traceback_only_with_debug(home, monkeypatch):
     from tssb.cli import feeds
-    monkeypatch.setattr(feeds, "feed_rows", lambda *a: {}["boom"])
+    from tssb.store import StoreError
+
+    def refused(*a):
+        raise StoreError("append out of order")
+    monkeypatch.setattr(feeds, "feed_rows", refused)      # a subsystem's own error
+    r = tssb("feeds", "--home", home)
+    assert r.code == 1 and r.err == "tssb: error: the store refused a write: append out " \
+        "of order\n", r
+    monkeypatch.setattr(feeds, "feed_rows", lambda *a: {}["boom"])     # a bug
     r = tssb("feeds", "--home", home)
     assert r.code == 1 and r.err.startswith("tssb: internal error: KeyError") and \
         "Traceback" not in r.err and len(r.err.splitlines()) == 1, r

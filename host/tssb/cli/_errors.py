@@ -62,10 +62,40 @@ def _os_error(e):
     return line + (": " + hint if hint else "")
 
 
+# The subsystems' own errors that may reach the CLI: (module, class, what failed). A
+# command usually words them itself; this is the net under it. Only modules already
+# imported are looked at (an error of a module never imported cannot have been raised).
+SUBSYSTEM_ERRORS = (
+    ("tssb.setu.errors", "SetuError", "set reconciliation failed"),
+    ("tssb.trdag.errors", "TrdagError", "DAG sync failed"),
+    ("tssb.clock.errors", "ClockError", "clock protocol failed"),
+    ("tssb.certs.errors", "CertError", "certificate check failed"),
+    ("tssb.session.errors", "ProtocolError", "secure session failed"),
+    ("tssb.session.errors", "StreamRefused", "the peer refused the service"),
+    ("tssb.channel", "ChannelClosed", "the session ended early"),
+    ("tssb.sim.errors", "ScenarioError", "bad scenario"),
+    ("tssb.store", "StoreError", "the store refused a write"),
+    ("tssb.bridge.ports", "PortChoiceError", "no board port"),
+    ("tssb.flash.bundle", "BundleError", "cannot build the firmware bundle"),
+    ("tinyssb.errors", "WireError", "malformed data"),
+)
+
+
+def _subsystem_error(e):
+    for module, name, what in SUBSYSTEM_ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None and isinstance(e, cls):
+            return "%s: %s" % (what, e)
+    return None
+
+
 def explain(e, args):
     """One line for an expected exception, or None for a bug."""
     if isinstance(e, sqlite3.Error):
         return _store_error(e, cli.home_path(args))
+    line = _subsystem_error(e)
+    if line is not None:
+        return line
     try:
         import serial
         if isinstance(e, serial.SerialException):

@@ -47,7 +47,7 @@ def run(args):
         try:
             first = ports.choose(args.port)
         except ports.PortChoiceError as e:
-            raise CliError(str(e))
+            raise CliError(str(e), EXIT_FAILURE)
         # after an unplug the board may come back under another name: re-detect then
         resolve = (lambda: args.port) if args.port else (lambda: ports.choose(None))
         if args.port:
@@ -70,4 +70,3 @@ def run(args):
         ctx.close()
     log.info("stopped: feeds %(feeds)d, packets rx %(rx)d tx %(tx)d", out)
     return 0
-
