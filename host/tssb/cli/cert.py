@@ -34,6 +34,7 @@ def register(subparsers):
                     help="anchor at entry N (SEQ <= N <= newest); overrides --form")
     sp.add_argument("-o", "--output", metavar="FILE",
                     help="output file (default: <feed prefix>-<SEQ>.tssbcert here)")
+    sp.add_argument("--json", action="store_true", help="print the result as one JSON object")
     sp.set_defaults(func=cmd_make)
 
     sp = sub.add_parser(
@@ -62,6 +63,7 @@ def register(subparsers):
                         description="For each stored feed (or FEED): entries held and "
                                     "entries certified.")
     sp.add_argument("feed", metavar="FEED", nargs="?")
+    sp.add_argument("--json", action="store_true", help="one JSON object per feed")
     sp.set_defaults(func=cmd_status)
 
 
@@ -128,6 +130,10 @@ def cmd_make(args):
         out = args.output or "%s-%d.tssbcert" % (fid.hex()[:16], args.seq)
         with open(out, "wb") as f:
             f.write(raw)
+        if args.json:
+            print(json.dumps({"file": out, "feed": fid.hex(), "seq": args.seq,
+                              "form": cert.form, "anchor": anchor, "bytes": len(raw)}))
+            return 0
         print("wrote %s: entry %d of feed %s, %s form (anchor %d), %d bytes"
               % (out, args.seq, fid.hex()[:16], cert.form, anchor, len(raw)))
     finally:
@@ -249,6 +255,11 @@ def cmd_status(args):
             log = _certlog(ctx, fid)
             held = ctx.store.front(fid)[0] if ctx.store.has_feed(fid) else 0
             own = " (own feed: certified on `cert make`)" if fid == ctx.identity.public else ""
+            if args.json:
+                print(json.dumps({"feed": fid.hex(), "entries": held,
+                                  "certified": log.front(),
+                                  "own": fid == ctx.identity.public}))
+                continue
             print("%s  entries %d  certified %d%s" % (fid.hex(), held, log.front(), own))
     finally:
         ctx.close()

@@ -20,11 +20,13 @@ def register(subparsers):
                                     "and prints the new root ID.")
     sp.add_argument("--root", metavar="ID", help="root ID (40 hex digits) of the DAG")
     sp.add_argument("text", help="message text (UTF-8, at most 1024 bytes)")
+    sp.add_argument("--json", action="store_true", help="print the result as one JSON object")
     sp.set_defaults(func=cmd_post)
 
     sp = sub.add_parser("show", help="list a DAG's messages by depth",
                         description="Print the messages of the DAG rooted at ROOT, by depth.")
     sp.add_argument("root", metavar="ROOT", help="root ID (40 hex digits); 'list' shows roots")
+    sp.add_argument("--json", action="store_true", help="one JSON object per message (root)")
     sp.set_defaults(func=cmd_show)
 
     sp = sub.add_parser("sync", help="reconcile a DAG with a peer over a secure session",
@@ -78,6 +80,10 @@ def cmd_post(args):
         msg = dagstore.post(index, _author(ctx), root, args.text, feeds=ctx.store)
     except TrdagError as e:
         raise CliError("cannot post: %s" % e)
+    if args.json:
+        print(json.dumps({"mid": msg.mid.hex(), "depth": msg.depth,
+                          "root": (root or msg.mid).hex(), "new_root": root is None}))
+        return 0
     print("%s depth %d%s" % (msg.mid.hex(), msg.depth, " (new root)" if root is None else ""))
     return 0
 
@@ -86,13 +92,22 @@ def cmd_show(args):
     ctx, index = _open(args)
     if args.root == "list":
         for r in index.roots():
-            print("%s %d messages" % (r.hex(), len(index.members(r))))
+            if args.json:
+                print(json.dumps({"root": r.hex(), "messages": len(index.members(r))}))
+            else:
+                print("%s %d messages" % (r.hex(), len(index.members(r))))
         return 0
     root = _root(args.root)
     r = index.get(root)
     if r is None:
         raise CliError("unknown root %s" % args.root)
     members = sorted(index.members(root))
+    if args.json:
+        for d, mid in members:
+            m = index.get(mid)
+            print(json.dumps({"depth": d, "mid": mid.hex(), "fid": m.fid.hex(),
+                              "text": m.text}))
+        return 0
     print("root %s by %s: %s" % (root.hex(), r.fid.hex()[:16], r.text))
     for d, mid in members:
         m = index.get(mid)
