@@ -82,6 +82,7 @@ def script(parser, shell):
         "  esac",
         "}",
         "_tssb() {",
+        '  [[ -n ${ZSH_VERSION-} ]] && setopt localoptions ksharrays   # 0-based as in bash',
         '  local cur prev path w i _c _o _v _w',
         '  cur="${COMP_WORDS[COMP_CWORD]}"',
         '  prev="${COMP_WORDS[COMP_CWORD-1]}"',
