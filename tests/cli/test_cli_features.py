@@ -140,6 +140,22 @@ def test_run_async_stops_work_that_swallows_a_cancellation():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_ctrl_c_in_a_spark_step_of_tssb_is_one_line(home, monkeypatch):
+    """`tssb demo` runs Spark in-process: after Ctrl-C py4j fails with its own errors."""
+    from tssb.cli import feeds
+
+    def job(*a):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+        raise RuntimeError("py4j.protocol.Py4JNetworkError: Answer from Java side is empty")
+    monkeypatch.setattr(feeds, "feed_rows", job)
+    r = tssb("feeds", "--home", home)
+    assert r.code == 130 and r.err == "tssb: interrupted\n", r
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_spark_ctrl_c_is_one_line(monkeypatch, capsys):
     import argparse
     from tssb_spark import cli as spark_cli

@@ -8,8 +8,10 @@ saying so, and its traceback only at debug level.
 import errno
 import logging
 import os
+import signal
 import sqlite3
 import sys
+import threading
 import traceback
 
 from tssb import cli
@@ -113,8 +115,29 @@ def explain(e, args):
     return None
 
 
+def _on_sigint(interrupted):
+    def handler(signum, frame):
+        interrupted.append(signum)
+        # a Spark job (demo) gets the same Ctrl-C in its JVM: py4j then fails with its
+        # own errors and logs them with tracebacks; the interrupt is what to report
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        raise KeyboardInterrupt
+    return handler
+
+
 def run(args, debug):
     """Run the command of `args`; returns the exit status."""
+    interrupted = []
+    main_thread = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, _on_sigint(interrupted)) if main_thread else None
+    try:
+        return _run(args, debug, interrupted)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, old)
+
+
+def _run(args, debug, interrupted):
     try:
         status = args.func(args)
         return cli.EXIT_OK if status is None else status
@@ -132,6 +155,9 @@ def run(args, debug):
             pass
         return cli.EXIT_OK
     except Exception as e:
+        if interrupted:           # what failed after Ctrl-C failed because of it
+            _say("interrupted")
+            return cli.EXIT_INTERRUPTED
         line = explain(e, args)
         if line is not None:
             if debug:
