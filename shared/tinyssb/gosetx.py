@@ -33,8 +33,10 @@ On a beacon of a set S_n it has no view of, a node tries in turn:
      what is left of symbol 0 is settled by (1) or (2) over our keys.
 When decoding ends, the node knows S_n exactly: it learns the keys it lacked (EXT), keeps S_n
 as a view (spaces.py) so WANT/CHNK can be keyed by it, and sends KEYS for the keys S_n lacks
-that it vouches for. Everything is bounded by local limits: decoders, streamed packets per
-period, symbols per stream, keys per decode, replies per period.
+that it vouches for. Beacons follow Trickle: every 20 s, doubling up to 80 s while all that
+is heard is known, skipped while a neighbour beacons our very set. Everything is bounded by
+local limits: decoders, streamed packets per period, symbols per stream, keys per decode,
+replies per period.
 """
 from hashlib import sha256
 
@@ -145,6 +147,7 @@ class Extension:
         cap = node.goset.capacity
         self.max_symbols = symbols_per_set(cap)
         self.enc = None           # Encoder over our announced set
+        self.state = None         # its XOR
         self.tag = None
         self.decoders = []
         self.heard = []           # [state, chk, count, full, ms]
@@ -167,14 +170,20 @@ class Extension:
     # -- our set ----------------------------------------------------------------------
 
     def announced_changed(self, sp):
-        """The node's announced set changed: rebuild the encoder, beacon soon."""
-        if self.tag is not None and sp.state[:2] == self.tag and self.enc is not None \
-                and self.enc.n == len(sp.keys):
+        """The node's announced set may have changed: update the encoder key by key
+        (O(log m) each), beacon soon."""
+        if self.enc is not None and sp.state == self.state and self.enc.n == len(sp.keys):
             return
-        enc = codedsym.Encoder(CODEC, 1)
+        if self.enc is None:
+            self.enc = codedsym.Encoder(CODEC, 1)
+        enc = self.enc
+        now = set(sp.keys)
+        for k in [k for k in enc.keys if k not in now]:
+            enc.remove(k)
         for k in sp.keys:
-            enc.add(k)
-        self.enc = enc
+            if k not in enc.keys:
+                enc.add(k)
+        self.state = sp.state
         self.tag = sp.state[:2]
         self.changed = True
         self.period = BEACON_MS
@@ -261,9 +270,11 @@ class Extension:
             self.echoed = False
             out.append(("beacon", self._beacon(BEACON)))
             self.last_beacon = now
+            # Trickle: the period doubles while every beacon heard was known and our set
+            # stayed; anything new starts it over
             if self.quiet and not self.changed:
                 self.period = min(self.period * 2, BEACON_MAX_MS)
-            elif self.changed or not self.quiet:
+            else:
                 self.period = BEACON_MS
             self.quiet = True
             self.changed = False

@@ -29,11 +29,16 @@ EXTENDED is what our boards and hosts run. Same packets towards deployed nodes, 
     under any set we know; with no such sign, none are sent.
   - A WANT or CHNK we cannot serve yet is remembered (DEFER_MS); the entry or chunk goes
     out as soon as it arrives, so a new entry travels a hop in about its own airtime
-    instead of waiting for the requester's next timer.
+    instead of waiting for the requester's next timer. An entry that opens a side chain
+    goes out with the chain once complete, and a WANT reply pushes a chain's first
+    chunks: no hop transmits while the hop before it still does (hidden nodes).
+  - While a side chain arrives we send no WANT, ask for nothing of it and hold our
+    replies (CHAIN_BUSY_MS, POSTPONE_MS): half duplex would cost us its next chunk.
   - Signs that a neighbour holds more (its WANT asks beyond our newest entry, its CHNK
-    beyond our newest chunk, an entry that opens a side chain) bring our WANT/CHNK
-    forward (PROMPT_MS, at most one per PROMPT_GAP_MS); a WANT or CHNK that brought
-    nothing doubles the period up to WANT_MAX_MS, so an idle mesh stays quiet.
+    beyond our newest chunk) bring our WANT/CHNK forward, after its holders' replies
+    (AHEAD_MS); a WANT or CHNK that brought nothing doubles the period up to
+    WANT_MAX_MS, so an idle mesh stays quiet.
+  - Entries and chunks that arrive before their predecessor are kept (ORPHANS).
   - Any number of stored feeds: the GOSET holds the followed ones, then the most recently
     active, up to capacity - RESERVE; the rest stay in the store, dormant (capacity
     policy, not GOSetFull at start).
@@ -417,6 +422,7 @@ class Node:
             if r is not None:
                 out = self._on_entry(r, pkt, now)
                 handled = True
+        h = None
         if n == entry.PKT_LEN:
             h = sha256(pkt).digest()[:entry.HASH_LEN]
             waiting = self.by_hash.get(h)
@@ -424,18 +430,18 @@ class Node:
                 out = out + self._on_chunk(h, waiting, pkt, now)
                 handled = True
         if not handled:
-            if self.extended and n == entry.PKT_LEN:
-                self._orphan(pkt, now)
+            if self.extended and h is not None:
+                self._orphan(pkt, h)
             raise WireError("unknown_dmx")
         if self.extended and self.orphans:
             out = out + self._adopt(now)
         return out
 
-    def _orphan(self, pkt, now):
+    def _orphan(self, pkt, h):
         # (most are copies of what we hold already: no sign to ask for anything)
         if len(self.orphans) >= ORPHANS:
             self.orphans.pop(0)
-        self.orphans.append((pkt, sha256(pkt).digest()[:entry.HASH_LEN]))
+        self.orphans.append((pkt, h))
 
     def _adopt(self, now):
         """Orphans whose predecessor has arrived now (an entry or chunk lost to a
