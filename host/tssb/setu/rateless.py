@@ -1,0 +1,620 @@
+"""SETU profile `rateless` (id 2): set union by rateless coded symbols, in 1-2 round trips.
+
+Agreed in the OPERATION_REQUEST application data like tssb2; after it, both ends exchange only
+RL messages (type MSG_RL), which a GNUnet peer never sees. Coded symbols are
+tinyssb.codedsym's with KEY 5 || CHK 3 bytes and no COUNT (rateless_prefix.CODEC): 8 bytes.
+
+Flights (I initiator, R responder; see docs/setu.md "Profile rateless"):
+  F1 I->R  OPERATION_REQUEST, RL{SYMBOLS 0..k1, PROBES}
+  R subtracts its own symbols and peels.
+   decoded:  F2 R->I  RL{DONE, ELEMENTS (R-only), WANTS (I-only keys)}
+             F3 I->R  RL{ELEMENTS (wanted)}                     (only when R wanted any)
+   not yet:  F2 R->I  RL{ELEMENTS, WANTS (what R decoded so far), RESIDUAL 0..k1,
+                         SYMBOLS k1..m of R's own set}  with m from R's estimate of the
+                         difference (PROBES), or KEYS (all of R's keys) when that is cheaper
+             F3 I->R  RL{DONE, ELEMENTS (I-only), WANTS (R-only keys)}, or RL{MORE m2} when
+                      I could not decode yet (one more exchange, counted in the stats)
+             F4 R->I  RL{ELEMENTS (wanted)}                     (only when I wanted any)
+An RL message body is FLAGS (1 byte: bit 0 END = last message of the flight, bit 1 DONE =
+the sender decoded everything) followed by sections TAG (1) || LEN (varint) || PAYLOAD.
+
+Every bound comes from local configuration and local set sizes (Config.rl_*), never from
+what the peer declares beyond the byzantine upper bound; every abort is SetuError(reason).
+"""
+import math
+
+from . import constants as C
+from . import messages as M
+from .errors import SetuError
+from .profiles import element_hash
+from .rateless_prefix import CODEC, KEY_LEN, SYMBOL_SIZE, element_key
+from tinyssb import codedsym
+
+# Sections of an RL message.
+SEC_SYMBOLS = 1       # varint start || symbols
+SEC_PROBES = 2        # one byte per probe index (probe_indices)
+SEC_RESIDUAL = 3      # varint start || varint count || bitmap || the nonzero symbols
+SEC_WANTS = 4         # 5-byte keys
+SEC_ELEMENTS = 5      # varint element size || elements of that size
+SEC_MORE = 6          # varint: send symbols up to this index
+SEC_KEYS = 7          # all of the sender's keys (full-exchange fallback)
+
+FLAG_END = 1
+FLAG_DONE = 2
+
+FIRST_SYMBOLS = 18        # k1: decodes d <= ~10 in the first flight; d = 1 stays < 300 B
+PROBE_GROWTH = (3, 2)     # probe indices grow by 3/2 from 3/2 k1 to the prefix end
+PROBE_FALSE_EQUAL = 1 / 256   # a probe byte matches by chance
+STREAM_FACTOR = 2.0       # symbols streamed per estimated difference (RIBLT needs 1.35-1.7)
+STREAM_EXTRA = 8
+DEFAULT_PREFIX = 4096     # symbols kept per set; longer streams extend it on demand
+MAX_RL_SYMBOLS = 1 << 20  # most symbols one operation streams or accepts
+MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up ("symbols never decode")
+_MSG_ROOM = C.MAX_MESSAGE_SIZE - C.HEADER_SIZE - 1 - 8   # payload room per message
+
+
+# -- wire --------------------------------------------------------------------------------
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _read_varint(b, p):
+    n = shift = 0
+    for _ in range(5):
+        if p >= len(b):
+            break
+        c = b[p]
+        p += 1
+        n |= (c & 0x7F) << shift
+        if not c & 0x80:
+            return n, p
+        shift += 7
+    raise SetuError("bad message", "varint")
+
+
+def _section(tag, payload):
+    return bytes((tag,)) + _varint(len(payload)) + payload
+
+
+class Flight:
+    """Collects sections and packs them into RL messages of at most 64 KiB."""
+
+    def __init__(self):
+        self.sections = []
+
+    def add(self, tag, payload):
+        self.sections.append(_section(tag, payload))
+
+    def symbols(self, start, data):
+        per = (_MSG_ROOM - 8) // SYMBOL_SIZE * SYMBOL_SIZE
+        for off in range(0, len(data), per):
+            self.add(SEC_SYMBOLS, _varint(start + off // SYMBOL_SIZE) + data[off:off + per])
+
+    def keys(self, tag, keys):
+        per = (_MSG_ROOM - 8) // KEY_LEN
+        for i in range(0, len(keys), per):
+            self.add(tag, b"".join(keys[i:i + per]))
+
+    def elements(self, elements):
+        by_size = {}
+        for e in elements:
+            by_size.setdefault(len(e), []).append(e)
+        for size in sorted(by_size):
+            els = by_size[size]
+            per = max(1, (_MSG_ROOM - 8) // size)
+            for i in range(0, len(els), per):
+                self.add(SEC_ELEMENTS, _varint(size) + b"".join(els[i:i + per]))
+
+    def messages(self, flags):
+        out, cur = [], []
+        size = 0
+        for s in self.sections:
+            if cur and size + len(s) > _MSG_ROOM:
+                out.append(cur)
+                cur, size = [], 0
+            cur.append(s)
+            size += len(s)
+        out.append(cur)
+        msgs = []
+        for i, secs in enumerate(out):
+            f = flags if i == len(out) - 1 else flags & ~(FLAG_END | FLAG_DONE)
+            msgs.append(M._frame(C.MSG_RL, bytes((f,)) + b"".join(secs)))
+        return msgs
+
+
+def parse(buf):
+    """(flags, [(tag, payload)]) of an RL message; raises SetuError("bad message")."""
+    buf = bytes(buf)
+    if len(buf) < C.HEADER_SIZE + 1 or len(buf) > C.MAX_MESSAGE_SIZE:
+        raise SetuError("bad message", "rl length")
+    size = int.from_bytes(buf[:2], "big")
+    if size != len(buf) or int.from_bytes(buf[2:4], "big") != C.MSG_RL:
+        raise SetuError("bad message", "rl header")
+    flags = buf[4]
+    if flags & ~(FLAG_END | FLAG_DONE):
+        raise SetuError("bad message", "rl flags")
+    p = 5
+    secs = []
+    while p < len(buf):
+        tag = buf[p]
+        n, p = _read_varint(buf, p + 1)
+        if p + n > len(buf) or not SEC_SYMBOLS <= tag <= SEC_KEYS:
+            raise SetuError("bad message", "rl section")
+        secs.append((tag, buf[p:p + n]))
+        p += n
+    return flags, secs
+
+
+def _split_keys(payload):
+    if not payload or len(payload) % KEY_LEN:
+        raise SetuError("bad message", "key list length")
+    return [payload[i:i + KEY_LEN] for i in range(0, len(payload), KEY_LEN)]
+
+
+def _split_elements(payload):
+    size, p = _read_varint(payload, 0)
+    body = payload[p:]
+    if not 1 <= size <= C.MAX_ELEMENT_SIZE or not body or len(body) % size:
+        raise SetuError("bad message", "element section")
+    return [body[i:i + size] for i in range(0, len(body), size)]
+
+
+def probe_indices(k1, m):
+    """Probe indices: from 3/2 k1, growing by 3/2, below m."""
+    out = []
+    g = max(k1 + 1, k1 * PROBE_GROWTH[0] // PROBE_GROWTH[1])
+    while g < m:
+        out.append(g)
+        g = max(g + 1, g * PROBE_GROWTH[0] // PROBE_GROWTH[1])
+    return out
+
+
+def probe_byte(sym_int):
+    return (sym_int >> 56) & 0xFF       # last CHKSUM byte of the symbol
+
+
+def estimate_difference(observations, lo, hi):
+    """Maximum-likelihood size of the difference from probe matches.
+
+    Args:
+        observations: (index, matched) pairs; a symbol differs with probability
+            1 - (1 - p)^d, p = 1 / (1 + i/2) (the mapping density).
+        lo, hi: the range to search.
+    Returns:
+        the estimate (int, lo <= d <= hi).
+    """
+    best, best_ll = lo, None
+    d = float(max(lo, 1))
+    while d <= hi:
+        ll = 0.0
+        for i, matched in observations:
+            q = (1.0 - 2.0 / (i + 2.0)) ** d
+            pm = q + (1.0 - q) * PROBE_FALSE_EQUAL
+            ll += math.log(pm if matched else max(1.0 - pm, 1e-300))
+        if best_ll is None or ll > best_ll:
+            best, best_ll = int(d), ll
+        d = max(d + 1, d * 1.05)
+    return max(lo, min(hi, best))
+
+
+# -- the profile's state machine ---------------------------------------------------------
+
+I_WAIT_F2 = "rl_wait_reply"
+I_WAIT_ELEMENTS = "rl_wait_elements"
+I_WAIT_MORE = "rl_wait_more"
+R_WAIT_F1 = "rl_wait_symbols"
+R_WAIT_F3 = "rl_wait_final"
+R_WAIT_ELEMENTS = "rl_wait_elements"
+FINISHED = "finished"
+
+
+class RatelessMachine:
+    """One rateless operation for one side; Reconciler delegates to it after the profile is
+    agreed. `receive(buf)` returns messages to send; SetuError aborts.
+
+    Args:
+        eset: the local ElementSet (rateless methods: rateless, hashes_for_rateless_key).
+        initiator: True for I.
+        cfg: machine.Config (rl_first_symbols, rl_prefix, rl_max_symbols, upper_bound).
+        stats: the Reconciler's stats dict, updated in place.
+        remote_size: R: the element count from the OPERATION_REQUEST (already bounded).
+    """
+
+    def __init__(self, eset, initiator, cfg, stats, remote_size=None):
+        self.eset = eset
+        self.initiator = initiator
+        self.cfg = cfg
+        self.stats = stats
+        self.remote_size = remote_size
+        self.state = None
+        self.n0 = len(eset)
+        self.prefix = eset.rateless(cfg.rl_prefix)
+        self.m0 = self.prefix.m
+        self.k1 = min(cfg.rl_first_symbols, self.prefix.m)
+        self.dec = None
+        self._flight = []           # parsed sections of the flight being received
+        self._flight_flags = 0
+        self._wanted_by_me = set()  # keys I asked for and have not received
+        self._sent_symbols = 0
+        self._more_rounds = 0
+        self._stream_end = 0
+        self._given = set()         # keys whose elements we sent
+        self._early_wants = []      # I: keys R wanted before it had decoded everything
+        self._recv_keys = set()     # keys of elements received in this operation
+        stats.update(mode="rateless", profile="rateless", symbols_sent=0, symbols_recv=0,
+                     prefix=self.prefix.m, prefix_extended=False, fallback=None, rounds=0,
+                     more_rounds=0, estimate=None)
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _limits(self):
+        """(max symbols, max keys) accepted from the peer: from our size and the bound."""
+        rs = self.cfg.upper_bound if self.remote_size is None else \
+            min(self.remote_size, self.cfg.upper_bound)      # I never learns R's size
+        total = self.n0 + rs
+        return (min(self.cfg.rl_max_symbols, 3 * total + 64), total + 16)
+
+    def _is_local(self, key):
+        # the set as it was when the operation began: received elements do not count
+        return key not in self._recv_keys and bool(self.eset.hashes_for_rateless_key(key))
+
+    def _decoder(self):
+        ms, mk = self._limits()
+        return codedsym.Decoder(CODEC, self.prefix, ms, mk, self._is_local)
+
+    def _feed(self, fn, *args):
+        try:
+            return fn(*args)
+        except codedsym.CodedSymbolError as e:
+            if e.reason in ("too many symbols", "too many keys"):
+                raise SetuError("symbols never decode", str(e))
+            raise SetuError("bad symbols", str(e))
+
+    def _ensure_prefix(self, m):
+        if m > self.prefix.m:
+            self.prefix.extend(m)
+            self.stats["prefix_extended"] = True
+            self.stats["prefix"] = self.prefix.m
+
+    def _elements_for(self, keys):
+        out = []
+        for k in keys:
+            for h in self.eset.hashes_for_rateless_key(k):
+                out.append(self.eset.elements[h])
+        return out
+
+    def _check_wants(self, keys):
+        """Wanted keys must be ours, each once, and no more than a decode can yield."""
+        ms, mk = self._limits()
+        for k in keys:
+            if k in self._given:
+                raise SetuError("duplicate want")
+            if not self._is_local(k):
+                raise SetuError("unknown key wanted")
+            self._given.add(k)
+            if len(self._given) > min(mk, 2 * self._sent_symbols + 16):
+                raise SetuError("too many wants")
+
+    def _take_elements(self, elements, allowed):
+        """Check and add received elements; `allowed` (set of keys) or None for "any new"."""
+        for data in elements:
+            if self.eset.check is not None and not self.eset.check(data):
+                raise SetuError("element rejected by application check")
+            h = element_hash(self.eset.etype, data)
+            k = element_key(h)
+            if allowed is not None:
+                if k not in allowed:
+                    raise SetuError("unrequested element")
+            elif self.eset.has(h):
+                raise SetuError("unrequested element", "already held")
+            if self.eset.has(h):
+                continue        # a 5-byte key shared with an element we hold: harmless
+            self._recv_keys.add(k)
+            self.eset.add(data, h)
+            self.stats["elements_recv"] += 1
+        if allowed is not None:
+            for data in elements:
+                allowed.discard(element_key(element_hash(self.eset.etype, data)))
+
+    def _send_elements(self, flight, keys):
+        els = self._elements_for(keys)
+        flight.elements(els)
+        self.stats["elements_sent"] += len(els)
+
+    def _out(self, flight, flags):
+        self.stats["rounds"] += 1
+        return flight.messages(flags)
+
+    def _symbols(self, flight, start, stop):
+        self._ensure_prefix(stop)
+        flight.symbols(start, self.prefix.encode(start, stop))
+        self._sent_symbols += stop - start
+        self.stats["symbols_sent"] += stop - start
+
+    # -- input -----------------------------------------------------------------------
+
+    def receive(self, buf):
+        flags, secs = parse(buf)
+        self._flight.extend(secs)
+        if len(self._flight) > 4096:
+            raise SetuError("flood", "too many sections in one flight")
+        if not flags & FLAG_END:
+            if flags & FLAG_DONE:
+                raise SetuError("bad message", "DONE without END")
+            return []
+        secs, self._flight = self._flight, []
+        handler = {I_WAIT_F2: self._i_on_f2, I_WAIT_ELEMENTS: self._on_final_elements,
+                   I_WAIT_MORE: self._i_on_more_symbols, R_WAIT_F1: self._r_on_f1,
+                   R_WAIT_F3: self._r_on_f3, R_WAIT_ELEMENTS: self._on_final_elements}.get(self.state)
+        if handler is None:
+            raise SetuError("unexpected message", "RL in state %s" % self.state)
+        return handler(flags, secs)
+
+    @staticmethod
+    def _only(secs, allowed):
+        for tag, _ in secs:
+            if tag not in allowed:
+                raise SetuError("unexpected section", "tag %d" % tag)
+
+    # -- initiator -------------------------------------------------------------------
+
+    def start(self, opreq):
+        """F1: the OPERATION_REQUEST plus the first symbols and the probes."""
+        f = Flight()
+        self._symbols(f, 0, self.k1)
+        probes = probe_indices(self.k1, self.prefix.m)
+        f.add(SEC_PROBES, bytes(probe_byte(self.prefix.symbol_int(g)) for g in probes))
+        self.state = I_WAIT_F2
+        return [opreq] + self._out(f, FLAG_END)
+
+    def _i_on_f2(self, flags, secs):
+        self._only(secs, (SEC_SYMBOLS, SEC_RESIDUAL, SEC_WANTS, SEC_ELEMENTS, SEC_KEYS))
+        wants, elements, residual, symbols, keys = self._sections(secs)
+        if flags & FLAG_DONE:
+            if residual or symbols or keys:
+                raise SetuError("unexpected section", "symbols after DONE")
+            self._check_wants(wants)
+            self._take_elements(elements, None)
+            self._bound_unsolicited(elements)
+            f = Flight()
+            self._send_elements(f, wants)
+            self.state = FINISHED
+            return self._out(f, FLAG_END | FLAG_DONE) if wants else []
+        if keys is not None:
+            return self._i_full_keys(keys, wants, elements)
+        # R's partial results, then its residual and its own symbols
+        self._check_wants(wants)
+        self._early_wants = wants
+        self._take_elements(elements, None)
+        self._bound_unsolicited(elements)
+        dec = self.dec = self._decoder()
+        if residual is None:
+            raise SetuError("missing section", "residual")
+        start, data = residual
+        if start != 0:
+            raise SetuError("bad symbols", "residual starts at %d" % start)
+        self._feed(dec.add_diff, 0, data)
+        for k in wants:
+            self._feed(dec.known, k, -1)
+        for data in elements:
+            self._feed(dec.known, element_key(element_hash(self.eset.etype, data)), 1)
+        self._add_symbols(symbols)
+        return self._i_after_decode()
+
+    def _bound_unsolicited(self, elements):
+        # elements sent unasked come from a decode of the symbols we sent (or, after a KEYS
+        # fallback, from the peer's own set, whose size it committed to)
+        most = 2 * self._sent_symbols + 16
+        if self.stats["fallback"] == "keys":
+            most = min(self.remote_size if self.remote_size is not None else 0,
+                       self.cfg.upper_bound)
+        if len(elements) > most:
+            raise SetuError("too many elements")
+
+    def _add_symbols(self, symbols):
+        for start, data in symbols:
+            if start != self.dec.received:
+                raise SetuError("bad symbols", "gap at %d" % start)
+            self._ensure_prefix(start + len(data) // SYMBOL_SIZE)
+            self._feed(self.dec.add, start, data)
+            self.stats["symbols_recv"] += len(data) // SYMBOL_SIZE
+
+    def _i_after_decode(self):
+        dec = self.dec
+        if not dec.done:
+            self._more_rounds += 1
+            self.stats["more_rounds"] = self._more_rounds
+            if self._more_rounds > self.cfg.rl_max_more:
+                raise SetuError("symbols never decode", "after %d symbols" % dec.received)
+            m2 = min(2 * dec.received, self._limits()[0])
+            if m2 <= dec.received:
+                raise SetuError("symbols never decode", "after %d symbols" % dec.received)
+            f = Flight()
+            f.add(SEC_MORE, _varint(m2))
+            self._stream_end = m2
+            self.state = I_WAIT_MORE
+            return self._out(f, FLAG_END)
+        f = Flight()
+        self._send_elements(f, dec.local_keys + self._early_wants)
+        wants = list(dec.remote_keys)
+        f.keys(SEC_WANTS, wants)
+        self._wanted_by_me = set(wants)
+        self.state = I_WAIT_ELEMENTS if wants else FINISHED
+        return self._out(f, FLAG_END | FLAG_DONE)
+
+    def _i_on_more_symbols(self, flags, secs):
+        self._only(secs, (SEC_SYMBOLS,))
+        _, _, _, symbols, _ = self._sections(secs)
+        if not symbols or symbols[-1][0] + len(symbols[-1][1]) // SYMBOL_SIZE != self._stream_end:
+            raise SetuError("bad symbols", "MORE not answered in full")
+        self._add_symbols(symbols)
+        return self._i_after_decode()
+
+    def _i_full_keys(self, keys, wants, elements):
+        """R listed all its keys: the difference is plain set arithmetic."""
+        if wants or elements:
+            raise SetuError("unexpected section", "with KEYS")
+        rs = self.remote_size if self.remote_size is not None else self.cfg.upper_bound
+        if len(keys) > min(self.cfg.upper_bound, rs):
+            raise SetuError("byzantine bound", "%d keys" % len(keys))
+        theirs = set(keys)
+        if len(theirs) != len(keys):
+            raise SetuError("bad message", "duplicate keys")
+        self.stats["fallback"] = "keys"
+        mine = {element_key(h) for h in self.eset.elements}
+        f = Flight()
+        self._send_elements(f, sorted(mine - theirs))
+        wants = sorted(theirs - mine)
+        f.keys(SEC_WANTS, wants)
+        self._wanted_by_me = set(wants)
+        self.state = I_WAIT_ELEMENTS if wants else FINISHED
+        return self._out(f, FLAG_END | FLAG_DONE)
+
+    def _on_final_elements(self, flags, secs):
+        self._only(secs, (SEC_ELEMENTS,))
+        _, elements, _, _, _ = self._sections(secs)
+        self._take_elements(elements, self._wanted_by_me)
+        if self._wanted_by_me:
+            raise SetuError("wanted elements missing", "%d keys" % len(self._wanted_by_me))
+        self.state = FINISHED
+        return []
+
+    # -- responder -------------------------------------------------------------------
+
+    def expect_first_flight(self):
+        self.state = R_WAIT_F1
+
+    def _r_on_f1(self, flags, secs):
+        self._only(secs, (SEC_SYMBOLS, SEC_PROBES))
+        _, _, _, symbols, _ = self._sections(secs)
+        probes = b"".join(p for t, p in secs if t == SEC_PROBES)
+        if not symbols:
+            raise SetuError("missing section", "symbols")
+        k1 = symbols[-1][0] + len(symbols[-1][1]) // SYMBOL_SIZE
+        if k1 > self.cfg.rl_first_symbols_max:
+            raise SetuError("too many symbols", "first flight of %d" % k1)
+        dec = self.dec = self._decoder()
+        self._add_symbols(symbols)
+        f = Flight()
+        if dec.done:
+            self._send_elements(f, dec.local_keys)
+            self._want(f, dec.remote_keys)
+            self.state = R_WAIT_ELEMENTS if dec.remote_keys else FINISHED
+            return self._out(f, FLAG_END | FLAG_DONE)
+        # estimate the rest of the difference from the probes that fall in our prefix
+        idx = probe_indices(k1, 1 << 30)[:len(probes)]
+        if len(probes) > len(probe_indices(k1, self.cfg.rl_max_symbols)):
+            raise SetuError("too many probes")
+        obs = [(g, probes[j] == probe_byte(self.prefix.symbol_int(g)))
+               for j, g in enumerate(idx) if g < self.prefix.m]
+        found = len(dec.remote_keys) + len(dec.local_keys)
+        rs = min(self.remote_size, self.cfg.upper_bound)
+        d_est = estimate_difference(obs, found + 1, max(found + 1, self.n0 + rs))
+        self.stats["estimate"] = d_est
+        m = k1 + int(STREAM_FACTOR * d_est) + STREAM_EXTRA
+        ms, _ = self._limits()
+        if m * SYMBOL_SIZE >= self.n0 * KEY_LEN or m > ms:
+            # listing our keys is cheaper (or the stream would pass our bounds)
+            self.stats["fallback"] = "keys"
+            keys = [element_key(h) for h in self.eset.elements]
+            f.keys(SEC_KEYS, keys)
+            self.state = R_WAIT_F3
+            self._sent_symbols = max(self._sent_symbols, len(keys))
+            return self._out(f, FLAG_END)
+        self._send_elements(f, dec.local_keys)
+        self._want(f, dec.remote_keys)
+        rb = bytearray()
+        nz = [i for i in range(k1) if not dec.is_zero(i)]
+        bitmap = bytearray((k1 + 7) // 8)
+        for i in nz:
+            bitmap[i // 8] |= 1 << (i % 8)
+            rb += dec.residual(i, i + 1)
+        f.add(SEC_RESIDUAL, _varint(0) + _varint(k1) + bytes(bitmap) + bytes(rb))
+        self._symbols(f, k1, m)
+        self._stream_end = m
+        self.state = R_WAIT_F3
+        return self._out(f, FLAG_END)
+
+    def _want(self, f, keys):
+        f.keys(SEC_WANTS, list(keys))
+        self._wanted_by_me |= set(keys)
+
+    def _r_on_f3(self, flags, secs):
+        self._only(secs, (SEC_ELEMENTS, SEC_WANTS, SEC_MORE))
+        more = [p for t, p in secs if t == SEC_MORE]
+        if more:
+            if len(secs) != 1:
+                raise SetuError("unexpected section", "MORE with others")
+            m2, _ = _read_varint(more[0], 0)
+            self._more_rounds += 1
+            if self._more_rounds > self.cfg.rl_max_more or not self._stream_end < m2 <= self._limits()[0]:
+                raise SetuError("too many symbols", "MORE up to %d" % m2)
+            f = Flight()
+            self._symbols(f, self._stream_end, m2)
+            self._stream_end = m2
+            return self._out(f, FLAG_END)
+        if not flags & FLAG_DONE:
+            raise SetuError("bad message", "final flight without DONE")
+        wants, elements, _, _, _ = self._sections(secs)
+        self._check_wants(wants)
+        # I's elements: those we wanted in F2 plus the ones only I could find
+        self._bound_unsolicited(elements)
+        self._take_elements(elements, None)
+        got = {element_key(element_hash(self.eset.etype, d)) for d in elements}
+        if self._wanted_by_me - got:
+            raise SetuError("wanted elements missing", "%d keys" % len(self._wanted_by_me - got))
+        f = Flight()
+        self._send_elements(f, wants)
+        self.state = FINISHED
+        return self._out(f, FLAG_END | FLAG_DONE) if wants else []
+
+    # -- parsing ---------------------------------------------------------------------
+
+    def _sections(self, secs):
+        wants, elements, symbols = [], [], []
+        residual = keys = None
+        for tag, p in secs:
+            if tag == SEC_WANTS:
+                wants += _split_keys(p)
+            elif tag == SEC_ELEMENTS:
+                elements += _split_elements(p)
+            elif tag == SEC_SYMBOLS:
+                start, q = _read_varint(p, 0)
+                data = p[q:]
+                if not data or len(data) % SYMBOL_SIZE:
+                    raise SetuError("bad message", "symbol section")
+                symbols.append((start, data))
+            elif tag == SEC_RESIDUAL:
+                if residual is not None:
+                    raise SetuError("bad message", "two residuals")
+                residual = self._parse_residual(p)
+            elif tag == SEC_KEYS:
+                keys = (keys or []) + _split_keys(p)
+        return wants, elements, residual, symbols, keys
+
+    def _parse_residual(self, p):
+        start, q = _read_varint(p, 0)
+        count, q = _read_varint(p, q)
+        if count > self.cfg.rl_first_symbols_max or count > self._sent_symbols:
+            raise SetuError("bad symbols", "residual of %d symbols" % count)
+        nb = (count + 7) // 8
+        bitmap = p[q:q + nb]
+        body = p[q + nb:]
+        if len(bitmap) != nb:
+            raise SetuError("bad message", "residual bitmap")
+        nz = [i for i in range(count) if bitmap[i // 8] >> (i % 8) & 1]
+        if len(body) != len(nz) * SYMBOL_SIZE:
+            raise SetuError("bad message", "residual length")
+        out = bytearray(count * SYMBOL_SIZE)
+        for j, i in enumerate(nz):
+            out[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE] = body[j * SYMBOL_SIZE:(j + 1) * SYMBOL_SIZE]
+        return start, bytes(out)
