@@ -82,7 +82,7 @@ def run_pair(a, b):
 def build_state(eset, name, n):
     """Build (or bring up to date) the incremental state a profile syncs from."""
     if name == "rateless":
-        eset.rateless(RL.DEFAULT_PREFIX)
+        eset.rateless(RL.prefix_length(len(eset)))
         return
     prof = Tssb2Profile if name == "tssb2" else GnunetProfile
     eset.strata(prof, se_count_for(ELEMENT_SIZE, n))
@@ -135,7 +135,7 @@ def main(argv=None):
             t1 = time.perf_counter()
             for e in extra:
                 up.add(e)
-            up.rateless(RL.DEFAULT_PREFIX)
+            up.rateless(RL.prefix_length(len(up)))
             dt = time.perf_counter() - t1
             print(json.dumps({"bench": "setu", "case": "upkeep rateless n=%d" % n, "n": n,
                               "appended": UPKEEP_APPENDS, "prefix": up._rl.m,

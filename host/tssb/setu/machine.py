@@ -99,7 +99,8 @@ class Config:
         pad_counters: send IBF counters in GNUnet's padded 20-byte-bucket layout.
         rl_first_symbols: rateless: symbols in the first flight (k1).
         rl_first_symbols_max: rateless: most first-flight symbols a responder accepts.
-        rl_prefix: rateless: coded symbols kept per set (extended on demand).
+        rl_prefix: rateless: coded symbols kept per set (None: rateless.prefix_length(n));
+            extended on demand.
         rl_max_symbols: rateless: most symbols streamed or accepted in one operation.
         rl_max_more: rateless: extra exchanges after an undershoot before giving up.
     """
@@ -110,7 +111,7 @@ class Config:
                  upper_bound=1 << 26, max_ibf_size=C.MAX_IBF_SIZE, rtt=C.RTT_BANDWIDTH_TRADEOFF,
                  pad_counters=False, compress_se=True, max_role_swaps=C.MAX_ROLE_SWAPS,
                  rl_first_symbols=RL.FIRST_SYMBOLS, rl_first_symbols_max=256,
-                 rl_prefix=RL.DEFAULT_PREFIX, rl_max_symbols=RL.MAX_RL_SYMBOLS,
+                 rl_prefix=None, rl_max_symbols=RL.MAX_RL_SYMBOLS,
                  rl_max_more=RL.MAX_MORE_ROUNDS):
         if force not in (None, "full", "differential"):
             raise ValueError("force must be None, 'full' or 'differential'")
@@ -144,9 +145,13 @@ class Reconciler:
     """One SETU operation over one ordered, reliable message stream."""
 
     def __init__(self, eset, initiator, config=None):
-        self.eset = eset
         self.initiator = initiator
         self.cfg = config or Config()
+        # A provider (rateless_store.StoreSets) builds the set for the profile in use only.
+        self._provider = eset if hasattr(eset, "for_profile") else None
+        if self._provider is not None and initiator:
+            eset = self._provider.for_profile(self.cfg.profile_id)
+        self.eset = eset
         self.state = None if initiator else EXPECT_CONN
         self._rl = None               # RatelessMachine once the rateless profile is agreed
         rateless = initiator and self.cfg.profile_id == C.PROFILE_RATELESS
@@ -269,9 +274,11 @@ class Reconciler:
             raise SetuError("forced mode refused")
         if not cfg.lower_bound <= msg.element_count <= cfg.upper_bound:
             raise SetuError("byzantine bound", "remote element count %d" % msg.element_count)
+        if msg.profile == C.PROFILE_RATELESS and msg.flags:
+            raise SetuError("forced mode refused", "the rateless profile has no modes")
+        if self._provider is not None:
+            self.eset = self._provider.for_profile(msg.profile)
         if msg.profile == C.PROFILE_RATELESS:
-            if msg.flags:
-                raise SetuError("forced mode refused", "the rateless profile has no modes")
             self._rl = RL.RatelessMachine(self.eset, False, cfg, self.stats, msg.element_count)
             self._rl.expect_first_flight()
             self.state = self._rl.state

@@ -109,6 +109,16 @@ class ElementSet:
             return []
         return v if isinstance(v, list) else [v]
 
+    def has_rateless_key(self, key):
+        return bytes(key) in self._rl_keys
+
+    def rateless_elements(self, key):
+        """Elements whose rateless key is `key` (usually one)."""
+        return [self.elements[h] for h in self.hashes_for_rateless_key(key)]
+
+    def rateless_keys(self):
+        return self._rl_keys.keys()
+
     def add(self, data, ehash=None):
         """Add an element; returns its hash, or None if it was already present."""
         data = bytes(data)
