@@ -50,7 +50,7 @@ PROBE_FALSE_EQUAL = 1 / (1 << PROBE_BITS)   # a differing symbol's probe matches
 STREAM_FACTOR = 2.2       # symbols streamed per estimated difference (RIBLT needs 1.35-1.7
                           # per difference; the rest covers the estimate's spread)
 STREAM_EXTRA = 8
-DEFAULT_PREFIX = 4096     # symbols kept per set at least; longer streams extend it on demand
+DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 2000); extended on demand
 PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
 MAX_RL_SYMBOLS = 1 << 20  # most symbols one operation streams or accepts
 MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up ("symbols never decode")
