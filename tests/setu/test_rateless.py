@@ -1,7 +1,6 @@
 """The rateless SETU profile: union property over sizes and difference shapes, the numpy prefix
 against the shared module, bounds against a malicious peer, persistent state, `tssb sync`."""
 import asyncio
-import hashlib
 import random
 import threading
 
@@ -14,9 +13,8 @@ from tssb.setu import rateless as RL
 from tssb.setu.errors import SetuError
 from tssb.setu.machine import Config, Reconciler
 from tssb.setu.rateless_prefix import CODEC, RatelessPrefix
-from tssb.setu.setstate import ElementSet
 
-from helpers import make_sets, pump
+from helpers import make_feed as _feed, make_sets, pump
 
 RATELESS = Config(profile_id=C.PROFILE_RATELESS)
 
@@ -254,23 +252,6 @@ def test_unexpected_message_in_each_state():
 
 
 # -- persistence and the store ------------------------------------------------------------
-
-def _feed(store, seed, n, start=1):
-    from nacl.signing import SigningKey
-    from tssb.setu.tinyssb_elements import mid_of
-    sk = SigningKey(hashlib.sha256(seed).digest())
-    fid = bytes(sk.verify_key)
-    store.add_feed(fid)
-    top, prev = store.front(fid)
-    for seq in range(top + 1, top + n + 1):
-        nam = b"tinyssb-v0" + fid + seq.to_bytes(4, "big") + prev
-        head = hashlib.sha256(nam).digest()[:7] + b"\x00" + (b"msg %d" % seq).ljust(48, b"\x00")
-        pkt = head + sk.sign(nam + head).signature
-        mid = mid_of(fid, seq, prev, pkt)
-        store.append(fid, seq, pkt, mid)
-        prev = mid
-    return fid
-
 
 def _state(store):
     """What the kept state means: symbols, the keys' (item, seed) pairs, the key rows."""

@@ -22,13 +22,14 @@ Every bound comes from local configuration and local set sizes (Config.rl_*), ne
 what the peer declares beyond the byzantine upper bound; every abort is SetuError(reason).
 """
 import numpy as np
+from tinyssb import bipf, codedsym
+from tinyssb.errors import WireError
 
 from . import constants as C
 from . import messages as M
 from .errors import SetuError
 from .profiles import element_hash
 from .rateless_prefix import CODEC, KEY_LEN, SYMBOL_SIZE, element_key
-from tinyssb import codedsym
 
 # Sections of an RL message.
 SEC_SYMBOLS = 1       # varint start || symbols
@@ -59,30 +60,14 @@ _MSG_ROOM = C.MAX_MESSAGE_SIZE - C.HEADER_SIZE - 1 - 8   # payload room per mess
 
 # -- wire --------------------------------------------------------------------------------
 
-def _varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+_varint = bipf.varint_encode
 
 
 def _read_varint(b, p):
-    n = shift = 0
-    for _ in range(5):
-        if p >= len(b):
-            break
-        c = b[p]
-        p += 1
-        n |= (c & 0x7F) << shift
-        if not c & 0x80:
-            return n, p
-        shift += 7
-    raise SetuError("bad message", "varint")
+    try:
+        return bipf.varint_decode(b, p)
+    except WireError:
+        raise SetuError("bad message", "varint")
 
 
 def _section(tag, payload):
