@@ -189,6 +189,13 @@ def test_flood_and_malformed_messages():
     assert e.value.reason == "flood"
     A, B, a, b, f1 = _responder_after_f1()
     b.receive(f1[0])
+    fat = _rl_msg([(RL.SEC_WANTS, bytes(5 * 13000))], 0)[0]        # 65 KB, never an END
+    with pytest.raises(SetuError) as e:
+        for _ in range(RL.MAX_FLIGHT_BYTES // len(fat) + 2):
+            b.receive(fat)
+    assert e.value.reason == "flood"
+    A, B, a, b, f1 = _responder_after_f1()
+    b.receive(f1[0])
     for bad, reason in ((f1[1][:-1], "bad message"), (f1[1][:4] + b"\x80" + f1[1][5:], "bad message"),
                         (b"\x00\x05" + f1[1][2:5], "missing section"),
                         (f1[1][:5] + b"\x09\x00", "bad message"),
@@ -241,6 +248,17 @@ def test_too_many_unsolicited_elements_and_more_requests():
     assert b.state == RL.R_WAIT_F3 and f2
     more = _rl_msg([(RL.SEC_MORE, RL._varint(10 ** 7))])[0]
     assert _reason(b.receive, more) == "too many symbols"
+
+
+def test_more_after_a_key_list_is_refused():
+    A, B = make_sets(10, 400, 0, seed=6)
+    a = Reconciler(A, True, RATELESS)
+    b = Reconciler(B, False, Config())
+    f1 = a.start()
+    b.receive(f1[0])
+    b.receive(f1[1])
+    assert b.stats["fallback"] == "keys"
+    assert _reason(b.receive, _rl_msg([(RL.SEC_MORE, RL._varint(40))])[0]) == "unexpected section"
 
 
 def test_unexpected_message_in_each_state():

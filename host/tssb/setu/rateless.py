@@ -55,6 +55,9 @@ DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 
 PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
 MAX_RL_SYMBOLS = 1 << 20  # most symbols one operation streams or accepts
 MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up ("symbols never decode")
+MAX_FLIGHT_SECTIONS = 4096    # sections buffered until a flight's END (honest: ~1 per message)
+MAX_FLIGHT_BYTES = 64 << 20   # bytes buffered until END: 8 MiB of symbols at MAX_RL_SYMBOLS
+                              # plus the elements of a large difference
 _MSG_ROOM = C.MAX_MESSAGE_SIZE - C.HEADER_SIZE - 1 - 8   # payload room per message
 
 
@@ -239,7 +242,7 @@ class RatelessMachine:
     Args:
         eset: the local set: an ElementSet, or anything with its rateless interface
             (len, etype, check, has, add, rateless, rateless_elements, has_rateless_key,
-            rateless_keys), e.g. tinyssb_elements.RatelessStoreSet.
+            rateless_keys), e.g. rateless_store.RatelessStoreSet.
         initiator: True for I.
         cfg: machine.Config (rl_first_symbols, rl_prefix, rl_max_symbols, upper_bound).
         stats: the Reconciler's stats dict, updated in place.
@@ -255,11 +258,10 @@ class RatelessMachine:
         self.state = None
         self.n0 = len(eset)
         self.prefix = eset.rateless(cfg.rl_prefix or prefix_length(len(eset)))
-        self.m0 = self.prefix.m
         self.k1 = min(cfg.rl_first_symbols, self.prefix.m)
         self.dec = None
         self._flight = []           # parsed sections of the flight being received
-        self._flight_flags = 0
+        self._flight_bytes = 0
         self._wanted_by_me = set()  # keys I asked for and have not received
         self._sent_symbols = 0
         self._more_rounds = 0
@@ -310,7 +312,7 @@ class RatelessMachine:
 
     def _check_wants(self, keys):
         """Wanted keys must be ours, each once, and no more than a decode can yield."""
-        ms, mk = self._limits()
+        mk = self._limits()[1]
         for k in keys:
             if k in self._given:
                 raise SetuError("duplicate want")
@@ -361,13 +363,15 @@ class RatelessMachine:
     def receive(self, buf):
         flags, secs = parse(buf)
         self._flight.extend(secs)
-        if len(self._flight) > 4096:
-            raise SetuError("flood", "too many sections in one flight")
+        self._flight_bytes += len(buf)
+        if len(self._flight) > MAX_FLIGHT_SECTIONS or self._flight_bytes > MAX_FLIGHT_BYTES:
+            raise SetuError("flood", "flight of %d sections, %d bytes"
+                            % (len(self._flight), self._flight_bytes))
         if not flags & FLAG_END:
             if flags & FLAG_DONE:
                 raise SetuError("bad message", "DONE without END")
             return []
-        secs, self._flight = self._flight, []
+        secs, self._flight, self._flight_bytes = self._flight, [], 0
         handler = {I_WAIT_F2: self._i_on_f2, I_WAIT_ELEMENTS: self._on_final_elements,
                    I_WAIT_MORE: self._i_on_more_symbols, R_WAIT_F1: self._r_on_f1,
                    R_WAIT_F3: self._r_on_f3, R_WAIT_ELEMENTS: self._on_final_elements}.get(self.state)
@@ -400,8 +404,8 @@ class RatelessMachine:
             if residual or symbols or keys:
                 raise SetuError("unexpected section", "symbols after DONE")
             self._check_wants(wants)
-            self._take_elements(elements, None)
             self._bound_unsolicited(elements)
+            self._take_elements(elements, None)
             f = Flight()
             self._send_elements(f, wants)
             self.state = FINISHED
@@ -411,8 +415,8 @@ class RatelessMachine:
         # R's partial results, then its residual and its own symbols
         self._check_wants(wants)
         self._early_wants = wants
-        self._take_elements(elements, None)
         self._bound_unsolicited(elements)
+        self._take_elements(elements, None)
         dec = self.dec = self._decoder()
         if residual is None:
             raise SetuError("missing section", "residual")
@@ -529,7 +533,6 @@ class RatelessMachine:
         self._add_symbols(symbols)
         # which of the first symbols differed before peeling (exact comparisons)
         first = b"".join(d for _, d in symbols)
-        self._ensure_prefix(k1)
         mine = self.prefix.encode(0, k1)
         exact = [(i, first[i * 8:i * 8 + 8] == mine[i * 8:i * 8 + 8], 0.0) for i in range(k1)]
         f = Flight()
@@ -578,8 +581,8 @@ class RatelessMachine:
         self._only(secs, (SEC_ELEMENTS, SEC_WANTS, SEC_MORE))
         more = [p for t, p in secs if t == SEC_MORE]
         if more:
-            if len(secs) != 1:
-                raise SetuError("unexpected section", "MORE with others")
+            if len(secs) != 1 or self.stats["fallback"] == "keys":
+                raise SetuError("unexpected section", "MORE with others or after KEYS")
             m2, _ = _read_varint(more[0], 0)
             self._more_rounds += 1
             if self._more_rounds > self.cfg.rl_max_more or not self._stream_end < m2 <= self._limits()[0]:
