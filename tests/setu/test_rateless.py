@@ -60,6 +60,15 @@ def test_first_flight_decodes_small_differences_in_one_or_two_round_trips():
     assert_union(A, B, a, b)
     assert a.stats["symbols_recv"] == 0 and b.stats["symbols_sent"] == 0   # R decoded at once
     assert a.stats["rounds"] == 1 and b.stats["rounds"] == 1
+    assert a.stats["round_trips"] == b.stats["round_trips"] == 1
+
+
+def test_round_trips_counted_by_both_ends():
+    A, B = make_sets(2000, 60, 60, seed=12)
+    a, b = rl_sync(A, B)
+    assert_union(A, B, a, b)
+    assert a.stats["round_trips"] == b.stats["round_trips"] == (a.stats["flights"] + 1) // 2
+    assert a.stats["flights"] in (3, 4)
 
 
 def test_difference_beyond_the_prefix_extends_it():

@@ -91,8 +91,8 @@ def run(args):
     ctx.events.emit("sync_done", **summary_fields(args.peer, res))
     if pid == C.PROFILE_RATELESS:
         eset.refresh()              # index what arrived, so the next sync starts at once
-        print("profile rateless, %d symbols sent, %d received, %d round(s) sent%s%s"
-              % (res["symbols_sent"], res["symbols_recv"], res["rounds"],
+        print("profile rateless, %d symbols sent, %d received, %d round trip(s)%s%s"
+              % (res["symbols_sent"], res["symbols_recv"], res["round_trips"],
                  ", prefix extended to %d" % res["prefix"] if res["prefix_extended"] else "",
                  ", fell back to a full key exchange" if res["fallback"] else ""))
     else:

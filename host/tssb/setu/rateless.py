@@ -271,7 +271,7 @@ class RatelessMachine:
         self._recv_keys = set()     # keys of elements received in this operation
         stats.update(mode="rateless", profile="rateless", symbols_sent=0, symbols_recv=0,
                      prefix=self.prefix.m, prefix_extended=False, fallback=None, rounds=0,
-                     more_rounds=0, estimate=None)
+                     flights=0, round_trips=0, more_rounds=0, estimate=None)
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -348,8 +348,15 @@ class RatelessMachine:
         flight.elements(els)
         self.stats["elements_sent"] += len(els)
 
+    def _flight_done(self):
+        # flights alternate strictly, so the flights seen so far give the round trips
+        st = self.stats
+        st["flights"] += 1
+        st["round_trips"] = (st["flights"] + 1) // 2
+
     def _out(self, flight, flags):
         self.stats["rounds"] += 1
+        self._flight_done()
         return flight.messages(flags)
 
     def _symbols(self, flight, start, stop):
@@ -372,6 +379,7 @@ class RatelessMachine:
                 raise SetuError("bad message", "DONE without END")
             return []
         secs, self._flight, self._flight_bytes = self._flight, [], 0
+        self._flight_done()
         handler = {I_WAIT_F2: self._i_on_f2, I_WAIT_ELEMENTS: self._on_final_elements,
                    I_WAIT_MORE: self._i_on_more_symbols, R_WAIT_F1: self._r_on_f1,
                    R_WAIT_F3: self._r_on_f3, R_WAIT_ELEMENTS: self._on_final_elements}.get(self.state)
