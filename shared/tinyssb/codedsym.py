@@ -28,7 +28,8 @@ Classes:
                                        extend(m2) (keeps the keys), to_bytes/from_bytes
   Decoder(codec, local, ...)           remote symbols in index order, batch by batch; peels;
                                        remote_keys / local_keys / done; bounded by limits;
-                                       add_diff / known / residual for two-party protocols
+                                       add_diff / known / residual / resolve for two-party
+                                       protocols
 """
 from hashlib import sha256
 
@@ -323,6 +324,21 @@ class Decoder:
             last, x = next_index(last, x)
         self._park([item, seed, sign, last, x])
 
+    def resolve(self, key, sign):
+        """A difference key found by other means (e.g. the caller searched its own set for a
+        key that leaves a received symbol pure): peeled from every symbol received and to
+        come, reported like a decoded key, and peeling goes on. Returns how many keys were
+        decoded as a result, this one included (0 if it was known already)."""
+        key = bytes(key)
+        if key in self._found:
+            return 0
+        before = len(self.remote_keys) + len(self.local_keys)
+        item, seed = self.codec.item(key)
+        queue = []
+        self._take(key, sign, item, seed, queue)
+        self._peel(queue)
+        return len(self.remote_keys) + len(self.local_keys) - before
+
     def residual(self, start, stop):
         """Wire bytes of received difference symbols [start, stop) after peeling."""
         if not 0 <= start <= stop <= self.received:
@@ -433,19 +449,29 @@ class Decoder:
             key, sign = got
             item, seed = cd.item(key)
             # the key must map to i: a cheap second test against false purity
-            last, x = 0, seed
-            hits = []
-            while last < self.received:
-                hits.append(last)
-                last, x = next_index(last, x)
-            if i not in hits:
-                continue
-            if len(self._found) >= self.max_keys:
-                raise CodedSymbolError("too many keys", "more than %d" % self.max_keys)
-            self._found.add(key)
-            (self.remote_keys if sign > 0 else self.local_keys).append(key)
-            for j in hits:
-                self._peel_one(j, item, sign)
-                if j != i and not self._zero(j):
-                    queue.append(j)
-            self._park([item, seed, sign, last, x])
+            if i in self._hits(seed):
+                self._take(key, sign, item, seed, queue)
+
+    def _hits(self, seed):
+        """Indices below `received` of the key with this seed."""
+        last, x = 0, seed
+        hits = []
+        while last < self.received:
+            hits.append(last)
+            last, x = next_index(last, x)
+        return hits
+
+    def _take(self, key, sign, item, seed, queue):
+        """Record a difference key, peel it from the received symbols (queueing those that
+        may now be pure) and remember it for the symbols to come."""
+        if len(self._found) >= self.max_keys:
+            raise CodedSymbolError("too many keys", "more than %d" % self.max_keys)
+        self._found.add(key)
+        (self.remote_keys if sign > 0 else self.local_keys).append(key)
+        last, x = 0, seed
+        while last < self.received:
+            self._peel_one(last, item, sign)
+            if not self._zero(last):
+                queue.append(last)
+            last, x = next_index(last, x)
+        self._park([item, seed, sign, last, x])
