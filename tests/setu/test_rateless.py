@@ -71,6 +71,40 @@ def test_round_trips_counted_by_both_ends():
     assert a.stats["flights"] in (3, 4)
 
 
+def test_own_keys_free_a_stalled_first_flight():
+    # Find sets whose first 18 symbols stall the plain peeling; the responder's search of its
+    # own keys must then finish the decode in the first flight.
+    for seed in range(60):
+        A, B = make_sets(400, 5, 5, seed=seed)
+        dec = codedsym.Decoder(CODEC, B.rateless(RL.prefix_length(len(B))), 100, 100,
+                               B.has_rateless_key)
+        dec.add(0, A.rateless(RL.prefix_length(len(A))).encode(0, RL.FIRST_SYMBOLS))
+        if not dec.done:
+            break
+    else:
+        pytest.fail("no stalled first flight in 60 seeds")
+    a, b = rl_sync(A, B)
+    assert_union(A, B, a, b)
+    assert b.stats["assisted"] > 0 and b.stats["symbols_sent"] == 0
+    assert a.stats["round_trips"] == 2
+
+
+def test_stuck_candidates_match_the_mapping():
+    from tssb.setu.rateless_prefix import stuck_candidates
+    import numpy as np
+    r = random.Random(8)
+    keys = [r.randbytes(5) for _ in range(300)]
+    pre = RatelessPrefix(32)
+    for k in keys:
+        pre.add_key(k)
+    pre.flush()
+    nonzero = np.array([r.random() < 0.6 for _ in range(20)], dtype=bool)
+    nonzero[0] = True
+    want = [p for p, k in enumerate(keys) if all(nonzero[i] for i in codedsym.indices(k, 20))]
+    items, seeds = pre.keys_items()
+    assert list(stuck_candidates(items, seeds, nonzero)) == want
+
+
 def test_difference_beyond_the_prefix_extends_it():
     A, B = make_sets(3000, 100, 100, seed=5)
     cfg = Config(profile_id=C.PROFILE_RATELESS, rl_prefix=64)

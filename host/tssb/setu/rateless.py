@@ -29,7 +29,7 @@ from . import constants as C
 from . import messages as M
 from .errors import SetuError
 from .profiles import element_hash
-from .rateless_prefix import CODEC, KEY_LEN, SYMBOL_SIZE, element_key
+from .rateless_prefix import CODEC, KEY_LEN, SYMBOL_SIZE, element_key, stuck_candidates
 
 # Sections of an RL message.
 SEC_SYMBOLS = 1       # varint start || symbols
@@ -55,6 +55,10 @@ DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 
 PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
 MAX_RL_SYMBOLS = 1 << 20  # most symbols one operation streams or accepts
 MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up ("symbols never decode")
+ASSIST_MAX_TESTS = 200000     # own-key tests when peeling stalls (~0.15 s of SHA-256 in CPython)
+ASSIST_MAX_STUCK = 64         # ... tried only while at most this many symbols are stuck
+ASSIST_MAX_LEFT = 16          # ... and the probes say at most this many keys are left
+ASSIST_PASSES = 3             # passes over the candidates (one O(n) filter in all)
 MAX_FLIGHT_SECTIONS = 4096    # sections buffered until a flight's END (honest: ~1 per message)
 MAX_FLIGHT_BYTES = 64 << 20   # bytes buffered until END: 8 MiB of symbols at MAX_RL_SYMBOLS
                               # plus the elements of a large difference
@@ -224,6 +228,49 @@ def estimate_difference(observations, lo, hi):
     return int(max(lo, min(hi, ds[int(np.argmax(ll))])))
 
 
+def assist(dec, prefix, budget=ASSIST_MAX_TESTS):
+    """Help a stalled decoder with our own keys.
+
+    A key only we hold that is still in the difference leaves every symbol it maps to
+    nonzero; removing it from one of them leaves a pure symbol when it shared it with one
+    other key. So: take our keys whose indices all hold nonzero symbols (one vectorised
+    pass), test them (one checksum per index, `budget` tests at most), newest first (what a
+    peer lacks is mostly what was appended last), in up to ASSIST_PASSES passes (a resolved
+    key can free another), and resolve those that uncover a pure symbol of a key we do not
+    hold. Returns the keys resolved.
+    """
+    nonzero = np.array([not dec.is_zero(i) for i in range(dec.received)], dtype=bool)
+    if not 0 < int(nonzero.sum()) <= ASSIST_MAX_STUCK:
+        return 0
+    items, seeds = prefix.keys_items()
+    cands = stuck_candidates(items, seeds, nonzero)[::-1]
+    mask = (1 << (8 * KEY_LEN)) - 1
+    found = 0
+    for _ in range(ASSIST_PASSES):
+        progress = False
+        for p in cands:
+            if dec.done or budget <= 0:
+                return found
+            item = int(items[p])
+            key = (item & mask).to_bytes(KEY_LEN, "little")
+            idx = codedsym.indices(key, dec.received)
+            if key in dec._found or any(dec.is_zero(i) for i in idx):
+                continue
+            for i in idx:
+                budget -= 1
+                s = int.from_bytes(dec.sums[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE], "little")
+                rest = (s ^ item).to_bytes(SYMBOL_SIZE, "little")
+                other = rest[:KEY_LEN]
+                if CODEC.is_pure_sum(rest) and not dec.is_local(other) \
+                        and i in codedsym.indices(other, i + 1):
+                    found += dec.resolve(key, -1)
+                    progress = True
+                    break
+        if not progress:
+            break
+    return found
+
+
 # -- the profile's state machine ---------------------------------------------------------
 
 I_WAIT_F2 = "rl_wait_reply"
@@ -269,7 +316,7 @@ class RatelessMachine:
         self._given = set()         # keys whose elements we sent
         self._early_wants = []      # I: keys R wanted before it had decoded everything
         self._recv_keys = set()     # keys of elements received in this operation
-        stats.update(mode="rateless", profile="rateless", symbols_sent=0, symbols_recv=0,
+        stats.update(mode="rateless", profile="rateless", symbols_sent=0, symbols_recv=0, assisted=0,
                      prefix=self.prefix.m, prefix_extended=False, fallback=None, rounds=0,
                      flights=0, round_trips=0, more_rounds=0, estimate=None)
 
@@ -543,19 +590,27 @@ class RatelessMachine:
         first = b"".join(d for _, d in symbols)
         mine = self.prefix.encode(0, k1)
         exact = [(i, first[i * 8:i * 8 + 8] == mine[i * 8:i * 8 + 8], 0.0) for i in range(k1)]
+        idx = probe_indices(k1, self.cfg.rl_max_symbols)[:nprobe]
+        obs = exact + [(g, pvals[j] == probe_value(self.prefix.symbol_int(g)), PROBE_FALSE_EQUAL)
+                       for j, g in enumerate(idx) if g < self.prefix.m]
+        rs = min(self.remote_size, self.cfg.upper_bound)
+
+        def estimate():
+            found = len(dec.remote_keys) + len(dec.local_keys)
+            return found, estimate_difference(obs, found + 1, max(found + 1, self.n0 + rs))
+
+        if not dec.done:
+            found, d_est = estimate()
+            if d_est - found <= ASSIST_MAX_LEFT:   # a small remainder: our own keys may free it
+                self.stats["assisted"] = assist(dec, self.prefix)
         f = Flight()
         if dec.done:
             self._send_elements(f, dec.local_keys)
             self._want(f, dec.remote_keys)
             self.state = R_WAIT_ELEMENTS if dec.remote_keys else FINISHED
             return self._out(f, FLAG_END | FLAG_DONE)
-        # estimate the rest of the difference from the probes that fall in our prefix
-        idx = probe_indices(k1, self.cfg.rl_max_symbols)[:nprobe]
-        obs = exact + [(g, pvals[j] == probe_value(self.prefix.symbol_int(g)), PROBE_FALSE_EQUAL)
-                       for j, g in enumerate(idx) if g < self.prefix.m]
-        found = len(dec.remote_keys) + len(dec.local_keys)
-        rs = min(self.remote_size, self.cfg.upper_bound)
-        d_est = estimate_difference(obs, found + 1, max(found + 1, self.n0 + rs))
+        # the rest of the difference, estimated from the probes that fall in our prefix
+        found, d_est = estimate()
         self.stats["estimate"] = d_est
         m = k1 + int(STREAM_FACTOR * d_est) + STREAM_EXTRA
         ms, _ = self._limits()

@@ -63,6 +63,29 @@ def _apply(sums, items, seeds, lo, hi):
             last, x, it = last[keep], x[keep], it[keep]
 
 
+def stuck_candidates(items, seeds, nonzero):
+    """Positions of the keys all of whose indices below len(nonzero) fall on True entries of
+    `nonzero` (a key still in the difference leaves every symbol it maps to nonzero)."""
+    hi = len(nonzero)
+    ok = np.ones(len(items), dtype=bool)
+    pos = np.arange(len(items))
+    last = np.zeros(len(items), dtype=np.int64)
+    x = seeds.astype(np.uint64)
+    while len(pos):
+        ok[pos] &= nonzero[last]
+        x ^= (x << np.uint64(13)) & _M32
+        x ^= x >> np.uint64(17)
+        x ^= (x << np.uint64(5)) & _M32
+        s = np.floor(np.sqrt(x.astype(np.float64))).astype(np.int64)
+        xi = x.astype(np.int64)
+        s -= (s * s > xi)
+        s += ((s + 1) * (s + 1) <= xi)
+        last = last + ((2 * last + 3) * (65536 - s) + 2 * s - 1) // (2 * s)
+        keep = (last < hi) & ok[pos]
+        pos, last, x = pos[keep], last[keep], x[keep]
+    return np.nonzero(ok)[0]
+
+
 class RatelessPrefix:
     """The first m coded symbols of a growing set of 5-byte keys.
 
@@ -118,6 +141,10 @@ class RatelessPrefix:
     def symbol(self, i):
         """(KEYSUM||CHKSUM bytes, 0): the Decoder's view of local symbol i."""
         return int(self.sums[i]).to_bytes(SYMBOL_SIZE, "little"), 0
+
+    def keys_items(self):
+        """(items, seeds) of the applied keys (numpy arrays; the key is item & (2^40 - 1))."""
+        return self._items, self._seeds
 
     def symbol_int(self, i):
         return int(self.sums[i])
