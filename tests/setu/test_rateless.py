@@ -349,6 +349,31 @@ def test_state_survives_a_restart_and_equals_a_rebuild(tmp_path):
     assert s4.refresh() == 47 and _state(st) == kept
 
 
+def test_two_views_of_one_store_never_save_a_stale_prefix(tmp_path):
+    from tssb.setu.rateless_store import RatelessStoreSet
+    from tssb.store import Store
+    st = Store(str(tmp_path / "s.sqlite"))
+    _feed(st, b"a", 10)
+    one = RatelessStoreSet(st)
+    one.refresh()
+    two = RatelessStoreSet(st)           # e.g. a second session of `tssb serve`
+    _feed(st, b"a", 4)
+    assert one.refresh() == 4
+    _feed(st, b"b", 3)
+    assert two.refresh() == 3 and len(two) == 17
+    kept = _state(st)
+    for t in ("setu_rl_state", "setu_rl_keys", "setu_rl_cursor", "setu_rl_chains"):
+        st.db.execute("DELETE FROM " + t)
+    RatelessStoreSet(st).refresh()
+    assert _state(st) == kept
+
+
+def test_responder_config_may_name_the_rateless_profile():
+    A, B = make_sets(100, 3, 3, seed=2)
+    a, b = rl_sync(A, B, RATELESS, RATELESS)
+    assert_union(A, B, a, b)
+
+
 def test_two_stores_reconcile_with_persistent_state():
     from tssb.setu.rateless_store import RatelessStoreSet, StoreSets
     from tssb.store import Store

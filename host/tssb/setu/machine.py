@@ -154,7 +154,7 @@ class Reconciler:
         self.eset = eset
         self.state = None if initiator else EXPECT_CONN
         self._rl = None               # RatelessMachine once the rateless profile is agreed
-        rateless = initiator and self.cfg.profile_id == C.PROFILE_RATELESS
+        rateless = self.cfg.profile_id == C.PROFILE_RATELESS   # a responder learns its profile
         self.profile = None if rateless else get_profile(self.cfg.profile_id)
         self.error = None
         self.stats = dict(mode=None, rounds=0, role_swaps=0, decode_failures=0,
@@ -181,7 +181,7 @@ class Reconciler:
             raise RuntimeError("start() is for a fresh initiator")
         flags = {None: 0, "full": M.FLAG_FORCE_FULL, "differential": M.FLAG_FORCE_DIFF}[self.cfg.force]
         self._flags = flags
-        if self.profile is None:
+        if self.cfg.profile_id == C.PROFILE_RATELESS:
             app = M.app_data(C.PROFILE_RATELESS, 0, self.eset.avg_element_size())
             self._rl = RL.RatelessMachine(self.eset, True, self.cfg, self.stats)
             opreq = M.operation_request(len(self.eset), self.cfg.app_id, app)

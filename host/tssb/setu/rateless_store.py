@@ -65,6 +65,7 @@ class RatelessStoreSet:
         st = self.store
         rows, keys = [], []
         with st.transaction():
+            self._catch_up()
             cursors = {r[0]: (r[1], r[2]) for r in
                        st._q("SELECT fid, seq, mid FROM setu_rl_cursor")}
             chains = []
@@ -112,6 +113,17 @@ class RatelessStoreSet:
                 self.loaded = True
         self._recv.clear()
         return len(keys)
+
+    def _catch_up(self):
+        """Reload the kept prefix if another RatelessStoreSet on this store (another session
+        of `tssb serve`) refreshed it since we loaded, so we never save a stale one."""
+        row = self.store._one("SELECT substr(state, 1, 16) FROM setu_rl_state WHERE id = 1")
+        if row is None or self.prefix is None:
+            return
+        if int.from_bytes(row[0][12:16], "little") != len(self.prefix):
+            self.prefix = RatelessPrefix.from_bytes(
+                self.store._one("SELECT state FROM setu_rl_state WHERE id = 1")[0])
+            self.n = len(self.prefix)
 
     # -- the set interface ---------------------------------------------------------------
 
