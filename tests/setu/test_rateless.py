@@ -411,6 +411,8 @@ def test_tssb_sync_rateless_end_to_end(tmp_path, capsys):
         return e.value.code, out.out, out.err
 
     ha, hb = str(tmp_path / "a"), str(tmp_path / "b")
+    for h in (ha, hb):
+        assert tssb("id", "--home", h)[0] == 0
     for i in range(3):
         assert tssb("post", "--home", ha, "from a %d" % i)[0] == 0
     assert tssb("post", "--home", hb, "from b")[0] == 0
