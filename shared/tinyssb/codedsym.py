@@ -28,8 +28,8 @@ Classes:
                                        extend(m2) (keeps the keys), to_bytes/from_bytes
   Decoder(codec, local, ...)           remote symbols in index order, batch by batch; peels;
                                        remote_keys / local_keys / done; bounded by limits;
-                                       add_diff / known / residual for two-party protocols;
-                                       split_pairs for one-key-each-way symbols
+                                       add_diff / known / residual / resolve for two-party
+                                       protocols; split_pairs for one-key-each-way symbols
 """
 from hashlib import sha256
 
@@ -350,6 +350,21 @@ class Decoder:
             last, x = next_index(last, x)
         self._park([item, seed, sign, last, x])
 
+    def resolve(self, key, sign):
+        """A difference key found by other means (e.g. the caller searched its own set for a
+        key that leaves a received symbol pure): peeled from every symbol received and to
+        come, reported like a decoded key, and peeling goes on. Returns how many keys were
+        decoded as a result, this one included (0 if it was known already)."""
+        key = bytes(key)
+        if key in self._found:
+            return 0
+        before = len(self.remote_keys) + len(self.local_keys)
+        item, seed = self.codec.item(key)
+        queue = []
+        self._take(key, sign, item, seed, queue)
+        self._peel(queue)
+        return len(self.remote_keys) + len(self.local_keys) - before
+
     def residual(self, start, stop):
         """Wire bytes of received difference symbols [start, stop) after peeling."""
         if not 0 <= start <= stop <= self.received:
@@ -453,35 +468,41 @@ class Decoder:
         return key, sign
 
     def _peel(self, queue):
+        cd = self.codec
         while queue:
             i = queue.pop()
             got = self._pure(i)
-            if got is not None:
-                self._resolve(got[0], got[1], i, queue)
+            if got is None:
+                continue
+            key, sign = got
+            item, seed = cd.item(key)
+            # the key must map to i: a cheap second test against false purity
+            if i in self._hits(seed):
+                self._take(key, sign, item, seed, queue)
 
-    def _resolve(self, key, sign, i, queue):
-        """Record a difference key found in symbol i and peel it from every received
-        symbol it maps to (queueing those left non-zero); False if it does not map to i."""
-        cd = self.codec
-        item, seed = cd.item(key)
-        # the key must map to i: a cheap second test against false purity
+    def _hits(self, seed):
+        """Indices below `received` of the key with this seed."""
         last, x = 0, seed
         hits = []
         while last < self.received:
             hits.append(last)
             last, x = next_index(last, x)
-        if i not in hits:
-            return False
+        return hits
+
+    def _take(self, key, sign, item, seed, queue):
+        """Record a difference key, peel it from the received symbols (queueing those that
+        may now be pure) and remember it for the symbols to come."""
         if len(self._found) >= self.max_keys:
             raise CodedSymbolError("too many keys", "more than %d" % self.max_keys)
         self._found.add(key)
         (self.remote_keys if sign > 0 else self.local_keys).append(key)
-        for j in hits:
-            self._peel_one(j, item, sign)
-            if j != i and not self._zero(j):
-                queue.append(j)
+        last, x = 0, seed
+        while last < self.received:
+            self._peel_one(last, item, sign)
+            if not self._zero(last):
+                queue.append(last)
+            last, x = next_index(last, x)
         self._park([item, seed, sign, last, x])
-        return True
 
     def split_pairs(self, budget=None):
         """Decode received symbols 1.. that hold one remote and one local key (COUNT 0):
@@ -534,8 +555,9 @@ class Decoder:
                         continue
                     if not self._maps_to(rk, i):
                         continue
-                    self._resolve(lk, -1, i, queue)
-                    self._resolve(rk, 1, i, queue)
+                    self._take(lk, -1, item, keys[lk], queue)
+                    ritem, rseed = cd.item(rk)
+                    self._take(rk, 1, ritem, rseed, queue)
                     break
             self._peel(queue)
         return len(self.remote_keys) + len(self.local_keys) - before

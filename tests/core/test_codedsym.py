@@ -212,6 +212,28 @@ def test_residual_and_known_keys_hand_over_a_partial_decode():
     _raises("bad range", rdec.residual, 0, k1 + 1)
 
 
+def test_resolve_a_key_found_elsewhere_unblocks_peeling():
+    # Two keys on opposite sides stuck together; the side that holds one of them resolves it
+    # and the other falls out.
+    cd = CS.Codec(5, 3, 0)
+    r = Rand(41)
+    for _ in range(200):
+        a, b = r.bytes(5), r.bytes(5)
+        if CS.indices(a, 6) == CS.indices(b, 6):
+            break
+    else:
+        assert False, "no pair with equal first indices"
+    A, B = CS.Encoder(cd, 6), CS.Encoder(cd, 6)
+    A.add(a)
+    B.add(b)
+    dec = CS.Decoder(cd, B, 50, 10, {b}.__contains__)
+    dec.add(0, A.encode(0, 6))
+    assert not dec.done and not dec.remote_keys
+    assert dec.resolve(b, -1) == 2
+    assert dec.done and dec.remote_keys == [a] and dec.local_keys == [b]
+    assert dec.resolve(b, -1) == 0
+
+
 def _two_sided(seed, n, d, split):
     """Symbols decoded until done, three at a time, for sets of n keys with d keys only on
     each side; checks what was decoded."""
