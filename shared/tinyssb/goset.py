@@ -72,6 +72,9 @@ NOVELTY_BATCH = 8     # novelties per round; the board's send queue holds 10 fra
 WIRE_AGE_MS = 300000  # 5 min: longer than the slowest deployed dance measured (145 s)
 EXT_AGE_MS = 600000   # 10 min: an EXT key no entry verified by then goes (and stays out
                       # as long): discovery is for feeds about to be replicated
+FETCH_MS = 10000      # a provisional key whose first entry we asked for is not evicted by
+                      # another provisional key for this long (the answer may wait behind
+                      # a full send queue, 10 frames); junk cannot push it out meanwhile
 
 ZERO_KEY = bytes(KEY_LEN)
 
@@ -109,6 +112,7 @@ class GOSet:
         self._basis = None
         self._asked = {}        # (lo, hi) -> ms of our last ask (extended)
         self.shunned = {}       # EXT key -> ms it aged out: not taken again for EXT_AGE_MS
+        self.fetching = {}      # provisional key -> ms we asked for its first entry
         self.refused = 0        # keys refused for that
 
     # -- set operations --------------------------------------------------------------
@@ -154,7 +158,6 @@ class GOSet:
             if cls < m[0]:
                 m[0] = cls
                 m[1] = now
-                m[2] = True
             elif cls == WIRE == m[0]:
                 m[1] = now
             return False
@@ -164,7 +167,7 @@ class GOSet:
                 return False
             del self.shunned[key]
         if len(self.keys) >= self.capacity:
-            victim = self._victim(cls)
+            victim = self._victim(cls, now)
             if victim is None:
                 self.full_count += 1
                 raise GOSetFull()
@@ -172,7 +175,7 @@ class GOSet:
         self.keys.insert(self._pos(key), key)
         xor_into(self._xor, key)
         self.state = bytes(self._xor)
-        self.meta[key] = [cls, now, cls != WIRE]
+        self.meta[key] = [cls, now, False]
         if self._basis is not None:
             self._basis.add(key)       # O(n); a removal rebuilds (lazily)
         if self.mode == DEPLOYED:
@@ -188,6 +191,7 @@ class GOSet:
         xor_into(self._xor, key)
         self.state = bytes(self._xor)
         del self.meta[key]
+        self.fetching.pop(key, None)
         self._basis = None
         if key in self.novelties:
             self.novelties.remove(key)
@@ -197,13 +201,16 @@ class GOSet:
         """Drop a key whatever its class (the node's capacity policy)."""
         self._remove(bytes(key))
 
-    def _victim(self, cls):
+    def _victim(self, cls, now):
         """The key a new key of class `cls` may push out, or None (extended mode only)."""
         if self.mode == DEPLOYED:
             return None
         best, rank = None, None
+        fetching = self.fetching
         for k, m in self.meta.items():
             if m[0] == PINNED or m[0] < cls:
+                continue
+            if k in fetching and now - fetching[k] < FETCH_MS:
                 continue
             r = (-m[0], m[1])   # least trusted first, then least recently vouched for
             if rank is None or r < rank:
@@ -212,9 +219,17 @@ class GOSet:
 
     def pin(self, key):
         """A key became trusted here (entry verified, or followed)."""
-        m = self.meta.get(bytes(key))
+        key = bytes(key)
+        m = self.meta.get(key)
         if m is not None and m[0] != PINNED:
             m[0] = PINNED
+        self.fetching.pop(key, None)
+
+    def fetch(self, key, now):
+        """We asked for the first entry of a provisional key (see FETCH_MS)."""
+        m = self.meta.get(key)
+        if m is not None and m[0] != PINNED:
+            self.fetching[key] = now
 
     def expire(self, now):
         """Age out keys nobody vouched for (extended mode)."""
@@ -238,16 +253,17 @@ class GOSet:
         meta = self.meta
         for k in self.keys[lo:hi + 1]:
             m = meta[k]
-            if m[0] == WIRE:
+            if m[0] != PINNED:
                 m[1] = now
                 m[2] = True
 
     def vouched(self, key):
-        """Not a WIRE key only its sender vouches for. Extended mode never shows others
-        such a key (no novelty for it, never a boundary of our claims): junk that reached
-        us stops here, a deployed neighbour would keep it for good."""
+        """PINNED, or a provisional key a claim agreed with (a deployed neighbour holds it
+        too). Extended mode never shows others any other key (no novelty for it, never a
+        boundary of our claims): junk that reached us stops here, where a deployed
+        neighbour would keep it for good and pass it on."""
         m = self.meta.get(key)
-        return m is not None and (self.mode == DEPLOYED or m[0] != WIRE or m[2])
+        return m is not None and (self.mode == DEPLOYED or m[0] == PINNED or m[2])
 
     def _snap(self, lo, hi):
         """The index range within lo..hi whose ends are vouched keys, or None."""

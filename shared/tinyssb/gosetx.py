@@ -60,7 +60,7 @@ BEACON_MAX_MS = 80000         # doubled while every beacon heard is one we know
 BEACON_JITTER_MS = 1000
 BEACON_SOON_MS = 1000         # after our announced set changed
 BEACON_GAP_MS = 5000          # at most one early beacon per this
-REPLY_GAP_MS = 5000           # one REPLY per remote set per this
+REPLY_GAP_MS = 5000           # one REPLY per this while our set stays the same
 CROSS_MS = 2000               # a beacon heard this soon after ours crossed it: the sender
                               # has our symbol 0 already, so no REPLY; the smaller set
                               # state decodes, the other streams when asked
@@ -114,7 +114,7 @@ class _Snapshot:
 
 
 class _Decode:
-    __slots__ = ("dec", "keys", "state", "count", "tag", "full", "t", "tries", "asked")
+    __slots__ = ("dec", "keys", "state", "count", "tag", "full", "t", "tries", "asked", "fed")
 
     def __init__(self, dec, keys, state, count, full, now):
         self.dec = dec
@@ -126,6 +126,10 @@ class _Decode:
         self.t = now
         self.tries = 0
         self.asked = 1        # symbols asked for so far (symbol 0 came with the beacon)
+        self.fed = now        # ms of the last symbols (or of the start)
+
+    def idle(self, now):
+        return now - self.fed >= DECODE_WAIT_MS
 
 
 def _chk(key):
@@ -151,7 +155,8 @@ class Extension:
         self.tag = None
         self.decoders = []
         self.heard = []           # [state, chk, count, full, ms]
-        self.replied = {}         # remote state -> ms of our REPLY
+        self.replied = None       # our announced state when we last sent a REPLY ...
+        self.replied_ms = 0       # ... and when
         self.keys_sent = {}       # remote state -> ms of our KEYS
         self.due = None           # next beacon
         self.period = BEACON_MS
@@ -351,6 +356,7 @@ class Extension:
                 known = sp.add_view(own.keys, state, now)
         if known is not None:
             sp.seen(state, now)
+            self._relearn(known, now)
             if reply or full != self._full_tag():
                 return self._keys_for(known, now)
             return []
@@ -373,9 +379,18 @@ class Extension:
         if crossed:
             if mine < state:
                 d = self._decoder(state, count, full, sym, now)
-                d.t = now - DECODE_WAIT_MS + CROSS_WAIT_MS
+                if d is not None:
+                    d.t = now - DECODE_WAIT_MS + CROSS_WAIT_MS
             return []
         return self._reply_and_wait(state, count, full, sym, now)
+
+    def _relearn(self, view, now):
+        """Keys of a known view that left our GOSET (evicted while provisional) come back
+        while their holder keeps announcing them (aged-out ones stay out: goset.shunned)."""
+        g = self.node.goset
+        gone = [k for k in view.keys if g.index(k) < 0]
+        if gone:
+            self.node.learn(gone, EXT, now)
 
     def _find(self, state):
         for d in self.decoders:
@@ -494,19 +509,28 @@ class Extension:
         return out
 
     def _reply_and_wait(self, state, count, full, sym, now):
-        last = self.replied.get(state)
-        if last is not None and now - last < REPLY_GAP_MS:
-            return []
-        self.replied[state] = now
-        if len(self.replied) > MAX_HEARD:
-            self.replied.pop(next(iter(self.replied)))
         self._decoder(state, count, full, sym, now)
+        # A REPLY is our symbol 0, the same for every neighbour (and heard by all): one
+        # per REPLY_GAP_MS while our set stays, however many beacons ask for it
+        if self.replied == self.state and now - self.replied_ms < REPLY_GAP_MS:
+            return []
+        self.replied = self.state
+        self.replied_ms = now
         return [("reply", self._beacon(REPLY))]
 
     def _decoder(self, state, count, full, sym, now):
+        """The decoder of a remote set, started if needed; None when MAX_DECODERS run and
+        none of them is idle (a flood of beacons cannot push out a decode that is fed)."""
         d = self._find(state)
         if d is not None:
             return d
+        if len(self.decoders) >= MAX_DECODERS:
+            idle = [x for x in self.decoders if x.idle(now)]
+            if not idle:
+                self.counters["ext_decoders_busy"] = self.counters.get(
+                    "ext_decoders_busy", 0) + 1
+                return None
+            self.decoders.remove(idle[0])
         keys = self._local_keys()
         # Our own announced set's encoder is that set's prefix already: a copy is the
         # snapshot to decode against (no hashing), grown in doubling steps.
@@ -515,8 +539,6 @@ class Extension:
         dec.add(0, sym)
         d = _Decode(dec, keys, state, count, full, now)
         self.decoders.append(d)
-        if len(self.decoders) > MAX_DECODERS:
-            self.decoders.pop(0)
         return d
 
     def _on_symbols(self, tag, start, data, now):
@@ -541,7 +563,7 @@ class Extension:
         except codedsym.CodedSymbolError as e:
             self.decoders.remove(d)
             raise WireError("ext_" + e.reason.replace(" ", "_"))
-        d.t = now
+        d.t = d.fed = now
         d.tries = 0
         view = self._finish(d)
         if view is not None:

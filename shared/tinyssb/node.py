@@ -52,10 +52,10 @@ from tinyssb import vectors
 from tinyssb.aggregate import Aggregate
 from tinyssb.dmx import GOSET_DMX
 from tinyssb.errors import WireError
-from tinyssb.goset import (CAPACITY, CLAIM, CLAIM_LEN, EXT, EXTENDED, KEY_LEN, PINNED, GOSet,
+from tinyssb.goset import (CAPACITY, CLAIM, CLAIM_LEN, EXTENDED, KEY_LEN, PINNED, GOSet,
                            GOSetFull)
 from tinyssb.replica import MAX_CHAIN_CHUNKS, Replica
-from tinyssb.spaces import Spaces
+from tinyssb.spaces import FAILED, Spaces
 
 try:
     import random as _random
@@ -163,6 +163,7 @@ class Node:
         self._last = {"want": None, "chnk": None}   # ms each was last sent
         self._idle = {"want": 0, "chnk": 0}         # sent and brought nothing, in a row
         self._got = {"want": False, "chnk": False}  # something arrived since the last one
+        self._under = {"want": None, "chnk": None}  # the Space the last one was keyed by
         self.ext = None
         own = None
         if identity is not None:
@@ -313,7 +314,7 @@ class Node:
             keys = []
             agg = Aggregate(KEY_LEN)
             for k in g.keys:
-                if g.trust(k) <= EXT:
+                if g.trust(k) == PINNED:
                     keys.append(k)
                     agg.add(k)
             sp = self.spaces.set_own("announced", keys, bytes(agg.xor))
@@ -873,9 +874,9 @@ class Node:
             return None     # half duplex: a WANT now would cost us a chunk
         self.spaces.drop_stale(now)
         sp = self.spaces.next_shared(now)
-        p = None if sp is None else self._want_in(sp)
+        p = None if sp is None else self._want_in(sp, now)
         if p is not None:
-            self._note("want", now)
+            self._note("want", now, sp)
         return p
 
     def _chnk_tick(self, now):
@@ -886,7 +887,7 @@ class Node:
         for sp in self.spaces.shared(now):
             p = self._chnk_in(sp, now)
             if p is not None:
-                self._note("chnk", now)
+                self._note("chnk", now, sp)
                 return p
         return None
 
@@ -897,15 +898,26 @@ class Node:
                 return True
         return False
 
-    def _note(self, name, now):
-        """Back-off bookkeeping: did the previous request bring anything?"""
+    def _note(self, name, now, sp):
+        """Back-off bookkeeping: did the previous request bring anything? (Then the space
+        it was keyed by is one a neighbour really holds: spaces.py.)"""
         if self._last[name] is not None:
+            prev = self._under[name]
             if self._got[name]:
                 self._idle[name] = 0
-            elif self._idle[name] < 3:
-                self._idle[name] += 1
+                if prev is not None:
+                    prev.used = now
+            else:
+                # (a request that tried a set nobody answered yet is no sign of an idle
+                # mesh while another set still brings data)
+                if self._idle[name] < 3 and not (prev is not None and prev.rank()[0]
+                                                 and self.spaces.useful(now)):
+                    self._idle[name] += 1
+                if prev is not None:
+                    prev.used = FAILED
         self._got[name] = False
         self._last[name] = now
+        self._under[name] = sp
 
     def want_vector(self, space=None):
         """The next WANT packet keyed by `space` (default: our GOSET), or None when there
@@ -916,18 +928,23 @@ class Node:
                 return None
         return self._want_in(space)
 
-    def _want_in(self, sp):
+    def _want_in(self, sp, now=None):
         keys = sp.keys
         if not keys:
             return None
         reps = self.replicas
         own = self.author.fid if self.author is not None and self.extended else None
+        g = self.goset
 
         def next_seq(i):
             r = reps.get(keys[i])
             # our own feed: nobody holds newer entries, and asking makes neighbours owe
             # us our own next entry (they would echo it back)
-            return NO_WANT if r is None or r.fid == own else r.max_seq + 1
+            if r is None or r.fid == own:
+                return NO_WANT
+            if r.max_seq == 0 and now is not None:
+                g.fetch(r.fid, now)    # provisional: kept while its answer may come
+            return r.max_seq + 1
 
         start = sp.offs % len(keys)
         seqs, sp.offs = vectors.plan_want(len(keys), start, next_seq)
