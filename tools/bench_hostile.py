@@ -138,7 +138,7 @@ def _forged_ext(r, victim):
     ext = victim.ext
     k = r.randrange(6)
     if k == 0 or (k in (1, 2) and ext.enc is None):
-        return X.DMX + b"k" + r.randbytes(32 * (1 + r.randrange(3)))
+        return X.DMX + b"k" + r.randbytes(2 + 32 * (1 + r.randrange(3)))
     if k in (1, 2):     # beacon or REPLY of the victim's set plus one junk key
         s0 = ext.enc.encode(0, 1)
         j = r.randbytes(32)
@@ -199,7 +199,7 @@ def ext_then_feed(args):
     r = random.Random(12)
     w0 = time.perf_counter()
     for i in range(args.junk):
-        b.on_packet(X.DMX + b"k" + r.randbytes(96), i // 10)
+        b.on_packet(X.DMX + b"k" + r.randbytes(98), i // 10)
     full = len(b.goset)
     a = _author(13, 10)
     bus = Bus([a, b])

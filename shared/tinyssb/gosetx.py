@@ -17,7 +17,7 @@ announced set's XOR, FULL = first 4 bytes of the sender's whole GOSET XOR):
     REPLY    DMX 'B' FULL(4) SYM0(36)              48 B  "yours did not reconcile; mine"
     SYMBOLS  DMX 's' TAG(2) START(2) SYM(36) x k   12 + 36k B, k = 1..3
     REQUEST  DMX 'r' TAG(2) START(2) COUNT(1)      13 B  "more of set TAG from START"
-    KEYS     DMX 'k' KEY(32) x k                   8 + 32k B, k = 1..3: keys you lack
+    KEYS     DMX 'k' TAG(2) KEY(32) x k           10 + 32k B, k = 1..3: keys you lack
 A symbol is KEYSUM(32) || CHKSUM(3) || COUNT(1) (codedsym.Codec(32, 3, 1)); symbol 0 is
 the XOR, checksum sum and count of the whole set (COUNT read unsigned: capacity <= 255).
 
@@ -53,11 +53,13 @@ SYM = CODEC.size              # 36
 SUM = CODEC.sum_len           # 35
 BEACON_LEN = 12 + SYM         # 48
 PER_PACKET = 3                # symbols per SYMBOLS packet: 12 + 3 x 36 = 120
-KEYS_PER_PACKET = 3           # 8 + 3 x 32 = 104
+KEYS_PER_PACKET = 3           # 10 + 3 x 32 = 106
 
 BEACON_MS = 20000             # as the deployed full claim
 BEACON_MAX_MS = 80000         # doubled while every beacon heard is one we know
 BEACON_JITTER_MS = 1000
+RANK_MS = 250                 # first beacon: this much later per key fewer (see tick) ...
+RANK_STEPS = 4                # ... for up to this many keys (then as late as that)
 BEACON_SOON_MS = 1000         # after our announced set changed
 BEACON_GAP_MS = 5000          # at most one early beacon per this
 REPLY_GAP_MS = 5000           # one REPLY per this while our set stays the same
@@ -75,6 +77,7 @@ STREAM_BUDGET = 40            # packets streamed per BEACON_MS (4.8 KB): a peer 
                               # for more gets nothing until the window turns
 PAIR_FRESH_MS = HEARD_MS // 2  # neighbours still know the FULL tag of a beacon this old
 PAIR_LEFT = 10                # see _endgame
+LOCAL_ONLY = 3                # symbols of up to this many of our keys only are solved
 SPLIT_BUDGET = 64              # local keys tried as pair halves per SYMBOLS packet (one
                               # hash each): keeps a packet within ~2 ms on the unix port
 KEYS_GAP_MS = 60000           # KEYS for one remote set at most once per this (a set that
@@ -114,11 +117,13 @@ class _Snapshot:
 
 
 class _Decode:
-    __slots__ = ("dec", "keys", "state", "count", "tag", "full", "t", "tries", "asked", "fed")
+    __slots__ = ("dec", "keys", "keys_set", "state", "count", "tag", "full", "t", "tries",
+                 "asked", "fed")
 
     def __init__(self, dec, keys, state, count, full, now):
         self.dec = dec
         self.keys = keys      # the local snapshot decoded against (sorted list)
+        self.keys_set = set(keys)
         self.state = state
         self.count = count
         self.tag = state[:2]
@@ -158,6 +163,8 @@ class Extension:
         self.replied = None       # our announced state when we last sent a REPLY ...
         self.replied_ms = 0       # ... and when
         self.keys_sent = {}       # remote state -> ms of our KEYS
+        self.keys_heard = {}      # TAG of a KEYS sender -> the keys it named (its set: ours
+                                  # plus these, once they add up to its tag)
         self.due = None           # next beacon
         self.period = BEACON_MS
         self.changed = False
@@ -262,8 +269,13 @@ class Extension:
     def tick(self, now):
         self.now = now
         if self.due is None:
+            # The first beacon after start: the fuller a set, the earlier (RANK_MS per key
+            # short of capacity, up to RANK_STEPS). A neighbour holding one key less then
+            # decodes it from symbol 0 alone: a one-key difference costs one packet.
             first = self.node.timing["claim"][0]
-            self.due = now + first + self.node.rand(BEACON_JITTER_MS)
+            n = 0 if self.enc is None else self.enc.n
+            rank = min(self.node.goset.capacity - n, RANK_STEPS)
+            self.due = now + first + rank * RANK_MS + self.node.rand(RANK_MS // 2)
         out = []
         if now >= self.due and self.echoed and not self.changed:
             # a neighbour beaconed our very set this period (Trickle suppression)
@@ -326,13 +338,39 @@ class Extension:
                 raise WireError("bad_ext_request")
             return self._stream(start, max(1, pkt[12]), now)
         if typ == KEYS:
-            k = n - 8
+            k = n - 10
             if k <= 0 or k % KEY_LEN or k // KEY_LEN > KEYS_PER_PACKET:
                 raise WireError("bad_ext_length")
-            keys = [bytes(pkt[8 + i:8 + i + KEY_LEN]) for i in range(0, k, KEY_LEN)]
+            keys = [bytes(pkt[10 + i:10 + i + KEY_LEN]) for i in range(0, k, KEY_LEN)]
             self.node.learn(keys, EXT, now)
+            self._sender_set(bytes(pkt[8:10]), keys, now)
             return self._retry(now)
         raise WireError("unknown_ext_type")
+
+    def _sender_set(self, tag, keys, now):
+        """KEYS name every key of the sender's announced set that ours lacks (it solved
+        our beacon): once ours plus the keys heard under its TAG has that tag, that is
+        its set, a view to key WANT/CHNK by without waiting for its beacon."""
+        got = self.keys_heard.pop(tag, None) or []
+        for k in keys:
+            if k not in got and len(got) < 2 * self.node.goset.capacity:
+                got.append(k)
+        self.keys_heard[tag] = got
+        if len(self.keys_heard) > MAX_HEARD:
+            self.keys_heard.pop(next(iter(self.keys_heard)))
+        own = self.node.spaces.announced
+        if own is None:
+            return
+        view = list(own.keys)
+        agg = bytearray(own.state)
+        for k in got:
+            if k not in own.keys:
+                view.append(k)
+                xor_into(agg, k)
+        if bytes(agg[:2]) == tag and len(view) > len(own.keys):
+            view.sort()
+            self.node.spaces.add_view(view, bytes(agg), now)
+            self.keys_heard.pop(tag, None)
 
     def _heard(self, state, chk, count, full, now):
         for h in self.heard:
@@ -505,15 +543,18 @@ class Extension:
             self.keys_sent.pop(next(iter(self.keys_sent)))
         out = []
         for i in range(0, len(lack), KEYS_PER_PACKET):
-            out.append(("keys", DMX + bytes((KEYS,)) + b"".join(lack[i:i + KEYS_PER_PACKET])))
+            out.append(("keys", DMX + bytes((KEYS,)) + self.tag
+                        + b"".join(lack[i:i + KEYS_PER_PACKET])))
         return out
 
     def _reply_and_wait(self, state, count, full, sym, now):
-        self._decoder(state, count, full, sym, now)
+        d = self._decoder(state, count, full, sym, now)
         # A REPLY is our symbol 0, the same for every neighbour (and heard by all): one
         # per REPLY_GAP_MS while our set stays, however many beacons ask for it
         if self.replied == self.state and now - self.replied_ms < REPLY_GAP_MS:
             return []
+        if d is not None:
+            d.asked = 1 + STREAM_BURST * PER_PACKET   # what a REPLY brings (see below)
         self.replied = self.state
         self.replied_ms = now
         return [("reply", self._beacon(REPLY))]
@@ -556,10 +597,13 @@ class Extension:
         skip = dec.received - start
         if skip * SYM >= len(data):
             return []
+        first = dec.received
         try:
-            dec.add(dec.received, data[skip * SYM:])
+            dec.add(first, data[skip * SYM:])
             if not dec.done:
                 dec.split_pairs(SPLIT_BUDGET)
+            if not dec.done:
+                self._local_only(d, first)
         except codedsym.CodedSymbolError as e:
             self.decoders.remove(d)
             raise WireError("ext_" + e.reason.replace(" ", "_"))
@@ -572,6 +616,37 @@ class Extension:
         if dec.received >= d.asked:
             return [self._request(d)]
         return []
+
+    def _local_only(self, d, first):
+        """New symbols that hold only keys of ours (COUNT -k, k <= LOCAL_ONLY): which keys,
+        is a question our GOSET's basis answers (xorsolve; unique for independent keys,
+        checked by checksum and by lying among the snapshot's keys not found yet); each is
+        resolved and peeling goes on. Symbol 0 is _endgame's."""
+        dec = d.dec
+        found = None
+        for i in range(max(first, 1), dec.received):
+            if dec.is_zero(i):
+                continue
+            rest = dec.residual(i, i + 1)
+            cnt = CODEC.decode_count(rest[SUM:])
+            if not -LOCAL_ONLY <= cnt < -1:
+                continue
+            got = self.node.goset.solve(rest[:KEY_LEN], -cnt)
+            if got is None:
+                continue
+            if found is None:
+                found = set(dec.local_keys)
+            cs = bytearray(CODEC.chk_len)
+            ok = True
+            for k in got:
+                if k in found or k not in d.keys_set:
+                    ok = False
+                    break
+                xor_into(cs, _chk(k))
+            if ok and bytes(cs) == rest[KEY_LEN:SUM]:
+                for k in got:
+                    dec.resolve(k, -1)
+                    found.add(k)
 
     def _request(self, d):
         have = d.dec.received

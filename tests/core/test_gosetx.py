@@ -19,12 +19,13 @@ def node(seed, keys, mode=None, capacity=100):
     return n
 
 
-def pair(common, only_a, only_b, seed=1):
+def pair(common, only_a, only_b, seed=1, capacity=100):
     r = Rand(seed)
     c = [r.key() for _ in range(common)]
     ka = c + [r.key() for _ in range(only_a)]
     kb = c + [r.key() for _ in range(only_b)]
-    return node(seed, ka), node(seed + 50, kb), set(ka) | set(kb)
+    return (node(seed, ka, capacity=capacity), node(seed + 50, kb, capacity=capacity),
+            set(ka) | set(kb))
 
 
 def agree(a, b, until=60000):
@@ -49,14 +50,16 @@ def test_packet_layouts():
             assert s[8:10] == a.announced().state[:2]
             assert int.from_bytes(s[10:12], "big") == start
     out = a.ext._keys_for(b.spaces.add_view(b.announced().keys, b.announced().state, 0), 0)
-    assert [len(p) for _, p in out] == [104]     # 3 keys in one packet
+    assert [len(p) for _, p in out] == [106]     # 3 keys in one packet
 
 
 def test_one_missing_key_travels_in_one_beacon():
-    a, b, union = pair(30, 1, 0)
-    bus, t = agree(a, b)
-    assert a.goset.keys == b.goset.keys and set(b.goset.keys) == union
-    assert goset_bytes(bus) <= 100 and bus.packets.get("symbols", 0) == 0
+    for seed in range(1, 6):
+        a, b, union = pair(30, 1, 0, seed, capacity=32)
+        bus, t = agree(a, b)
+        assert a.goset.keys == b.goset.keys and set(b.goset.keys) == union
+        # the fuller set beacons first after start; symbol 0 alone names the key
+        assert goset_bytes(bus) == X.BEACON_LEN and bus.packets == {"beacon": 1}, seed
 
 
 def test_the_side_holding_more_names_what_the_other_lacks():
@@ -72,6 +75,8 @@ def test_the_side_holding_more_names_what_the_other_lacks():
     assert len(learned) == 7 and all(b.goset.trust(k) == EXT for k in learned)
     # learned keys are provisional: not announced onward until an entry verifies
     assert b.announced().state == before and not learned & set(b.announced().keys)
+    # the KEYS (tagged with a's set) add up to a's set: b can ask a for entries at once
+    assert b.spaces.view(a.announced().state).keys == a.announced().keys
 
 
 def test_two_sided_differences_decode():
@@ -91,7 +96,7 @@ def test_a_deployed_node_ignores_the_extension():
     pkts = [a.ext._beacon(X.BEACON), a.ext._beacon(X.REPLY)]
     pkts += [p for _, p in a.ext._symbols(1, 4)]
     pkts.append(X.DMX + b"r" + a.ext.tag + b"\x00\x01\x06")
-    pkts.append(X.DMX + b"k" + r.key())
+    pkts.append(X.DMX + b"k" + a.ext.tag + r.key())
     before = (list(d.goset.keys), d.goset.state)
     for p in pkts:
         assert d.on_packet(p, 5) == []
@@ -121,8 +126,8 @@ def test_malformed_extension_packets_are_dropped_and_counted():
            X.DMX + b"r" + tag + b"\x00\x00\x06",          # request for symbol 0
            X.DMX + b"r" + tag + b"\xff\xff\x06",          # beyond any stream
            X.DMX + b"r" + tag + b"\x00",                  # short request
-           X.DMX + b"k" + bytes(31),                      # partial key
-           X.DMX + b"k" + bytes(32 * 4),                  # > 3 keys: beyond 120 bytes
+           X.DMX + b"k" + tag + bytes(31),                # partial key
+           X.DMX + b"k" + tag + bytes(32 * 4),            # > 3 keys: beyond 120 bytes
            X.DMX + b"x" + bytes(10)]                      # unknown type
     for p in bad:
         assert a.on_packet(p, 1) == []

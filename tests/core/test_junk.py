@@ -152,7 +152,7 @@ def test_a_store_with_more_feeds_than_the_set_holds_starts():
 
 def forged_keys(r, n=3):
     from tinyssb import gosetx as X
-    return X.DMX + b"k" + b"".join(r.key() for _ in range(n))
+    return X.DMX + b"k" + r.bytes(2) + b"".join(r.key() for _ in range(n))
 
 
 def forged_beacon(r, victim):
