@@ -77,7 +77,6 @@ STREAM_BUDGET = 40            # packets streamed per BEACON_MS (4.8 KB): a peer 
                               # for more gets nothing until the window turns
 PAIR_FRESH_MS = HEARD_MS // 2  # neighbours still know the FULL tag of a beacon this old
 PAIR_LEFT = 10                # see _endgame
-LOCAL_ONLY = 3                # symbols of up to this many of our keys only are solved
 SPLIT_BUDGET = 64              # local keys tried as pair halves per SYMBOLS packet (one
                               # hash each): keeps a packet within ~2 ms on the unix port
 KEYS_GAP_MS = 60000           # KEYS for one remote set at most once per this (a set that
@@ -117,13 +116,11 @@ class _Snapshot:
 
 
 class _Decode:
-    __slots__ = ("dec", "keys", "keys_set", "state", "count", "tag", "full", "t", "tries",
-                 "asked", "fed")
+    __slots__ = ("dec", "keys", "state", "count", "tag", "full", "t", "tries", "asked", "fed")
 
     def __init__(self, dec, keys, state, count, full, now):
         self.dec = dec
         self.keys = keys      # the local snapshot decoded against (sorted list)
-        self.keys_set = set(keys)
         self.state = state
         self.count = count
         self.tag = state[:2]
@@ -603,7 +600,7 @@ class Extension:
             if not dec.done:
                 dec.split_pairs(SPLIT_BUDGET)
             if not dec.done:
-                self._local_only(d, first)
+                self._local_pairs(d, first)
         except codedsym.CodedSymbolError as e:
             self.decoders.remove(d)
             raise WireError("ext_" + e.reason.replace(" ", "_"))
@@ -617,36 +614,26 @@ class Extension:
             return [self._request(d)]
         return []
 
-    def _local_only(self, d, first):
-        """New symbols that hold only keys of ours (COUNT -k, k <= LOCAL_ONLY): which keys,
-        is a question our GOSET's basis answers (xorsolve; unique for independent keys,
-        checked by checksum and by lying among the snapshot's keys not found yet); each is
-        resolved and peeling goes on. Symbol 0 is _endgame's."""
+    def _local_pairs(self, d, first):
+        """New symbols holding just two keys of ours (COUNT -2): both map there, so the
+        pair is among the local keys split_pairs indexed at that symbol (one XOR and one
+        lookup each, no hashing until a pair is found; checked by checksum). Each is
+        resolved and peeling goes on. (Symbol 0 is _endgame's.)"""
         dec = d.dec
-        found = None
+        at = dec._at        # codedsym split_pairs' index: symbol -> local keys mapping there
         for i in range(max(first, 1), dec.received):
-            if dec.is_zero(i):
+            if dec.counts[i] != -2:
                 continue
             rest = dec.residual(i, i + 1)
-            cnt = CODEC.decode_count(rest[SUM:])
-            if not -LOCAL_ONLY <= cnt < -1:
-                continue
-            got = self.node.goset.solve(rest[:KEY_LEN], -cnt)
-            if got is None:
-                continue
-            if found is None:
-                found = set(dec.local_keys)
-            cs = bytearray(CODEC.chk_len)
-            ok = True
-            for k in got:
-                if k in found or k not in d.keys_set:
-                    ok = False
-                    break
-                xor_into(cs, _chk(k))
-            if ok and bytes(cs) == rest[KEY_LEN:SUM]:
-                for k in got:
+            s = rest[:KEY_LEN]
+            cands = at.get(i, ())
+            cset = set(cands)
+            for k in cands:
+                r = xor_bytes(s, k)
+                if k < r and r in cset and xor_bytes(_chk(k), _chk(r)) == rest[KEY_LEN:SUM]:
                     dec.resolve(k, -1)
-                    found.add(k)
+                    dec.resolve(r, -1)
+                    break
 
     def _request(self, d):
         have = d.dec.received
