@@ -57,6 +57,7 @@ KEYS_PER_PACKET = 3           # 10 + 3 x 32 = 106
 
 BEACON_MS = 20000             # as the deployed full claim
 BEACON_MAX_MS = 80000         # doubled while every beacon heard is one we know
+BOOT_MS = 5000                # the period after the first beacon (then doubling as above)
 BEACON_JITTER_MS = 1000
 RANK_MS = 250                 # first beacon: this much later per key fewer (see tick) ...
 RANK_STEPS = 4                # ... for up to this many keys (then as late as that)
@@ -272,7 +273,8 @@ class Extension:
             first = self.node.timing["claim"][0]
             n = 0 if self.enc is None else self.enc.n
             rank = min(self.node.goset.capacity - n, RANK_STEPS)
-            self.due = now + first + rank * RANK_MS + self.node.rand(RANK_MS // 2)
+            jitter = RANK_MS // 2 if rank < RANK_STEPS else BEACON_JITTER_MS
+            self.due = now + first + rank * RANK_MS + self.node.rand(jitter)
         out = []
         if now >= self.due and self.echoed and not self.changed:
             # a neighbour beaconed our very set this period (Trickle suppression)
@@ -280,16 +282,22 @@ class Extension:
             self.period = min(self.period * 2, BEACON_MAX_MS)
             self.due = now + self.period + self.node.rand(BEACON_JITTER_MS)
             self.counters["beacon_suppressed"] = self.counters.get("beacon_suppressed", 0) + 1
-        elif now >= self.due and self.enc is not None and self.enc.n > 0:
+        elif now >= self.due and self.enc is not None:
+            # (an empty set is announced too: a neighbour that solves it names its keys,
+            # so a node that lost a beacon, or was off, does not wait for a change)
             self.echoed = False
             out.append(("beacon", self._beacon(BEACON)))
-            self.last_beacon = now
             # Trickle: the period doubles while every beacon heard was known and our set
-            # stayed; anything new starts it over
-            if self.quiet and not self.changed:
+            # stayed; anything new starts it over. After the first beacon the period
+            # starts at BOOT_MS: neighbours powered on together lose first beacons to
+            # each other
+            if self.last_beacon is None:
+                self.period = BOOT_MS
+            elif self.quiet and not self.changed:
                 self.period = min(self.period * 2, BEACON_MAX_MS)
             else:
                 self.period = BEACON_MS
+            self.last_beacon = now
             self.quiet = True
             self.changed = False
             self.due = now + self.period + self.node.rand(BEACON_JITTER_MS)
@@ -389,11 +397,13 @@ class Extension:
             self.echoed = True          # a neighbour announced our set: ours can wait
             if known is None:
                 known = sp.add_view(own.keys, state, now)
+                if known is None:
+                    return []           # both empty
         if known is not None:
             sp.seen(state, now)
             self._relearn(known, now)
             if reply or full != self._full_tag():
-                return self._keys_for(known, now)
+                return self._keys_for(known.keys, state, now)
             return []
         self.quiet = False
         crossed = (not reply and self.last_beacon is not None
@@ -515,27 +525,27 @@ class Extension:
         if new:
             node.learn(new, EXT, now)
             node._soon("want", now)     # feeds to fetch, keyed by the new view
-        sp = node.spaces.add_view(view, state, now)
+        node.spaces.add_view(view, state, now)
         self.counters["ext_views"] = self.counters.get("ext_views", 0) + 1
         if tell and full != self._full_tag():
-            return self._keys_for(sp, now, 2 if crossed else 1)
+            return self._keys_for(view, state, now, 2 if crossed else 1)
         return []
 
-    def _keys_for(self, sp, now, least=1):
-        """KEYS for the keys we vouch for that the remote set lacks (rate-limited), when
-        at least `least` are missing (after crossed beacons a single missing key is
-        decoded from our symbol 0 by the other side)."""
-        last = self.keys_sent.get(sp.state)
+    def _keys_for(self, keys, state, now, least=1):
+        """KEYS for the keys we vouch for that the remote set (`keys`, with XOR `state`)
+        lacks (rate-limited), when at least `least` are missing (after crossed beacons a
+        single missing key is decoded from our symbol 0 by the other side)."""
+        last = self.keys_sent.get(state)
         if last is not None and now - last < KEYS_GAP_MS:
             return []
         own = self.node.spaces.announced
         if own is None:
             return []
-        theirs = set(sp.keys)
+        theirs = set(keys)
         lack = [k for k in own.keys if k not in theirs]
         if len(lack) < least:
             return []
-        self.keys_sent[sp.state] = now
+        self.keys_sent[state] = now
         if len(self.keys_sent) > MAX_HEARD:
             self.keys_sent.pop(next(iter(self.keys_sent)))
         out = []

@@ -432,17 +432,22 @@ class Node:
                 handled = True
         if not handled:
             if self.extended and h is not None:
-                self._orphan(pkt, h)
+                self._orphan(pkt, h, now)
             raise WireError("unknown_dmx")
         if self.extended and self.orphans:
             out = out + self._adopt(now)
         return out
 
-    def _orphan(self, pkt, h):
-        # (most are copies of what we hold already: no sign to ask for anything)
+    def _orphan(self, pkt, h, now):
         if len(self.orphans) >= ORPHANS:
             self.orphans.pop(0)
         self.orphans.append((pkt, h))
+        # Most are copies of what we hold already. But while our last WANT brought
+        # nothing, they are likely the chain of the entry it asked for, which we lost
+        # (half duplex, a collision): ask again once the sender's burst is over, rather
+        # than at the next WANT period (up to WANT_MAX_MS)
+        if self._last["want"] is not None and not self._got["want"]:
+            self._soon("want", now, CHAIN_BUSY_MS)
 
     def _adopt(self, now):
         """Orphans whose predecessor has arrived now (an entry or chunk lost to a
@@ -873,11 +878,12 @@ class Node:
         if self._receiving(now):
             return None     # half duplex: a WANT now would cost us a chunk
         self.spaces.drop_stale(now)
-        sp = self.spaces.next_shared(now)
-        p = None if sp is None else self._want_in(sp, now)
-        if p is not None:
-            self._note("want", now, sp)
-        return p
+        for sp in self.spaces.next_shared(now):
+            p = self._want_in(sp, now)
+            if p is not None:
+                self._note("want", now, sp)
+                return p
+        return None
 
     def _chnk_tick(self, now):
         if not self.extended:

@@ -86,7 +86,10 @@ class Spaces:
         return new
 
     def add_view(self, keys, state, now):
-        """Record a neighbour's set (sorted keys); return its Space (evidence now)."""
+        """Record a neighbour's set (sorted keys); return its Space (evidence now). An
+        empty set is no space to ask under: None."""
+        if not keys:
+            return None
         for v in self.views:
             if v.state == state:
                 v.keys = keys
@@ -161,13 +164,18 @@ class Spaces:
         return False
 
     def next_shared(self, now):
-        """The space to key the next WANT by, or None: the shared ones in turn, those
-        that brought verified data first (the others one request in EXPLORE)."""
+        """The spaces to key the next WANT by, in the order to try them (the first that
+        has something to ask wins): the shared ones in turn, those that brought verified
+        data first (the others one request in EXPLORE)."""
         sh = self.shared(now)
         if not sh:
-            return None
+            return sh
         self._turn += 1
         used = [s for s in sh if s.rank()[0] == 0]
-        if used and (len(used) == len(sh) or self._turn % EXPLORE):
-            return used[self._turn % len(used)]
-        return sh[len(used)]    # the best of the others
+        rest = sh[len(used):]
+        if used:
+            k = self._turn % len(used)
+            used = used[k:] + used[:k]
+        if used and rest and self._turn % EXPLORE == 0:
+            return rest + used
+        return used + rest

@@ -49,7 +49,7 @@ def test_packet_layouts():
             assert kind == "symbols" and len(s) == 12 + 36 * (stop - start) <= 120
             assert s[8:10] == a.announced().state[:2]
             assert int.from_bytes(s[10:12], "big") == start
-    out = a.ext._keys_for(b.spaces.add_view(b.announced().keys, b.announced().state, 0), 0)
+    out = a.ext._keys_for(b.announced().keys, b.announced().state, 0)
     assert [len(p) for _, p in out] == [106]     # 3 keys in one packet
 
 
