@@ -63,6 +63,10 @@ RANK_MS = 250                 # first beacon: this much later per key fewer (see
 RANK_STEPS = 4                # ... for up to this many keys (then as late as that)
 BEACON_SOON_MS = 1000         # after our announced set changed
 BEACON_GAP_MS = 5000          # at most one early beacon per this
+ECHOES = 1                    # Trickle's redundancy constant k: our beacon is skipped when
+                              # this many beacons of our very set were heard in the period
+                              # (with 1, the middle of a line falls silent: it hears its
+                              # upstream neighbour and suppresses what downstream needs)
 REPLY_GAP_MS = 5000           # one REPLY per this while our set stays the same
 CROSS_MS = 2000               # a beacon heard this soon after ours crossed it: the sender
                               # has our symbol 0 already, so no REPLY; the smaller set
@@ -161,6 +165,7 @@ class Extension:
         self.replied = None       # our announced state when we last sent a REPLY ...
         self.replied_ms = 0       # ... and when
         self.keys_sent = {}       # remote state -> ms of our KEYS
+        self.told = None          # the key announce() named, until our set has it
         self.keys_heard = {}      # TAG of a KEYS sender -> the keys it named (its set: ours
                                   # plus these, once they add up to its tag)
         self.due = None           # next beacon
@@ -168,7 +173,7 @@ class Extension:
         self.changed = False
         self.last_beacon = None
         self.quiet = True         # every beacon heard this period was known
-        self.echoed = False       # a beacon of our own set was heard this period
+        self.echoed = 0           # beacons of our own set heard this period
         self.window = 0           # start of the streaming budget window
         self.streamed = 0
         self.counters = node.counters
@@ -188,16 +193,20 @@ class Extension:
             self.enc = codedsym.Encoder(CODEC, 1)
         enc = self.enc
         now = set(sp.keys)
-        for k in [k for k in enc.keys if k not in now]:
+        gone = [k for k in enc.keys if k not in now]
+        added = [k for k in sp.keys if k not in enc.keys]
+        for k in gone:
             enc.remove(k)
-        for k in sp.keys:
-            if k not in enc.keys:
-                enc.add(k)
+        for k in added:
+            enc.add(k)
+        told = self.told
+        self.told = None
         self.state = sp.state
         self.tag = sp.state[:2]
         self.changed = True
         self.period = BEACON_MS
-        if self.due is not None:
+        if self.due is not None and not (not gone and added == [told]):
+            # (a key we named in KEYS with its proof needs no early beacon)
             t = self.now + BEACON_SOON_MS
             if self.last_beacon is not None:
                 t = max(t, self.last_beacon + BEACON_GAP_MS)
@@ -276,16 +285,17 @@ class Extension:
             jitter = RANK_MS // 2 if rank < RANK_STEPS else BEACON_JITTER_MS
             self.due = now + first + rank * RANK_MS + self.node.rand(jitter)
         out = []
-        if now >= self.due and self.echoed and not self.changed:
+        if now >= self.due and self.echoed >= ECHOES and not self.changed:
             # a neighbour beaconed our very set this period (Trickle suppression)
-            self.echoed = False
+            self.echoed = 0
             self.period = min(self.period * 2, BEACON_MAX_MS)
             self.due = now + self.period + self.node.rand(BEACON_JITTER_MS)
             self.counters["beacon_suppressed"] = self.counters.get("beacon_suppressed", 0) + 1
-        elif now >= self.due and self.enc is not None:
-            # (an empty set is announced too: a neighbour that solves it names its keys,
-            # so a node that lost a beacon, or was off, does not wait for a change)
-            self.echoed = False
+        elif now >= self.due and self.enc is not None and (
+                self.enc.n > 0 or self.last_beacon is None):
+            # (an empty set is announced once, at start: a neighbour that solves it names
+            # its keys)
+            self.echoed = 0
             out.append(("beacon", self._beacon(BEACON)))
             # Trickle: the period doubles while every beacon heard was known and our set
             # stayed; anything new starts it over. After the first beacon the period
@@ -293,7 +303,9 @@ class Extension:
             # each other
             if self.last_beacon is None:
                 self.period = BOOT_MS
-            elif self.quiet and not self.changed:
+            elif self.quiet and not self.changed and self.node.spaces.shared(now):
+                # (not while no neighbour shares a set with us: then our beacon is how
+                # one comes to name its set to us, with KEYS)
                 self.period = min(self.period * 2, BEACON_MAX_MS)
             else:
                 self.period = BEACON_MS
@@ -394,7 +406,7 @@ class Extension:
         known = sp.view(state)
         own = node.spaces.announced
         if own is not None and own.state == state:
-            self.echoed = True          # a neighbour announced our set: ours can wait
+            self.echoed += 1            # a neighbour announced our set: ours can wait
             if known is None:
                 known = sp.add_view(own.keys, state, now)
                 if known is None:
@@ -553,6 +565,15 @@ class Extension:
             out.append(("keys", DMX + bytes((KEYS,)) + self.tag
                         + b"".join(lack[i:i + KEYS_PER_PACKET])))
         return out
+
+    def announce(self, key):
+        """KEYS naming one key we just came to vouch for (the node sends its proof after
+        it)."""
+        if self.tag is None:
+            return []
+        if self.node.spaces.shared(self.now):
+            self.told = key     # (a node that shares no set with a neighbour still beacons)
+        return [("keys", DMX + bytes((KEYS,)) + self.tag + key)]
 
     def _reply_and_wait(self, state, count, full, sym, now):
         d = self._decoder(state, count, full, sym, now)

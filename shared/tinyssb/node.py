@@ -86,8 +86,9 @@ DEFER_MS = 30000        # a request we could not serve is kept this long: > 2 x 
 MAX_DEFERRED = 32       # remembered side-chain requests (entry requests: one per feed)
 DEPLOYED_MS = 60000     # a deployed neighbour counts as present this long after its last
                         # claim we cannot attribute to our nodes (3 full-claim periods)
-DISCOVERY_CLAIMS = 10   # without one, every 10th claim period (200 s) still claims: a
-                        # deployed node with an empty set says nothing until it learns
+DISCOVERY_CLAIMS = 15   # without one, every 15th claim period (300 s, the age of junk
+                        # keys) still claims: a deployed node with an empty set says
+                        # nothing until it learns
 GOSET_SOON_MS = 1000    # GOSET round brought forward while claims or novelties wait
 REACT_NOVELTIES = 4     # novelties sent at once in answer to a claim (the rest: rounds)
 CHAIN_BUSY_MS = 1500    # a side chain that got a chunk this recently is still arriving (a
@@ -104,6 +105,17 @@ PUSH_CHUNKS = 3         # chunks sent right after the entries of one reply that 
                         # queue holds 10 frames, a WANT reply up to 5 entries)
 NO_WANT = 0x7FFF        # WANT seq for a feed we do not replicate: beyond any log, and
                         # within the ESP32's 16-bit request seq
+REPUSH_MS = 700         # an entry pushed to a neighbour's standing WANT goes once more this
+REPUSH_JITTER = 300     # (+ rand(REPUSH_JITTER), + CHUNK_SLOT_MS per chunk pushed with it)
+                        # later, unless the requester asked for it or beyond meanwhile: a
+                        # push lost to a hidden node's transmission would otherwise wait
+                        # for the requester's next WANT (up to WANT_MAX_MS). Blind, as no
+                        # sign tells a loss (a copy we hear may be the hop before us
+                        # pushing again); one entry frame per hop against a stall of
+                        # seconds (tools/bench_sim.py latency cases)
+CHUNK_SLOT_MS = 700     # one chunk frame and its send slot (124 B, 250-550 ms gap)
+ANSWER_MS = 3000        # what arrives this soon after our WANT (CHNK) answers it: a reply
+                        # waits behind at most a few frames in the sender's queue
 
 
 class Node:
@@ -165,6 +177,8 @@ class Node:
         self._got = {"want": False, "chnk": False}  # something arrived since the last one
         self._under = {"want": None, "chnk": None}  # the Space the last one was keyed by
         self.ext = None
+        self.unacked = {}          # fid -> [seq pushed, ms to push again, extra ms]
+        self.clock = 0             # the latest time passed in (ms)
         own = None
         if identity is not None:
             own = bytes(identity[1])
@@ -379,6 +393,7 @@ class Node:
     def on_packet_kinds(self, pkt, now=0):
         """As on_packet, but returns (kind, packet) pairs (kind: entry, chunk, novelty, ...)."""
         try:
+            self.clock = now
             out = self._dispatch(pkt, now)
             self._count("rx")
             if out and self.extended and self._receiving(now):
@@ -432,22 +447,17 @@ class Node:
                 handled = True
         if not handled:
             if self.extended and h is not None:
-                self._orphan(pkt, h, now)
+                self._orphan(pkt, h)
             raise WireError("unknown_dmx")
         if self.extended and self.orphans:
             out = out + self._adopt(now)
         return out
 
-    def _orphan(self, pkt, h, now):
+    def _orphan(self, pkt, h):
+        # (most are copies of what we hold already: no sign to ask for anything)
         if len(self.orphans) >= ORPHANS:
             self.orphans.pop(0)
         self.orphans.append((pkt, h))
-        # Most are copies of what we hold already. But while our last WANT brought
-        # nothing, they are likely the chain of the entry it asked for, which we lost
-        # (half duplex, a collision): ask again once the sender's burst is over, rather
-        # than at the next WANT period (up to WANT_MAX_MS)
-        if self._last["want"] is not None and not self._got["want"]:
-            self._soon("want", now, CHAIN_BUSY_MS)
 
     def _adopt(self, now):
         """Orphans whose predecessor has arrived now (an entry or chunk lost to a
@@ -538,10 +548,19 @@ class Node:
             self._arm(chain.expect, r, seq)
         self._count("rx_entry")
         self._event("append", {"feed": r.fid.hex(), "seq": seq})
-        self._got["want"] = True
+        self._answered("want", now)
         self.fresh[r.fid] = now
         if not self.extended:
             return []
+        proof = []
+        if self.goset.trust(r.fid) != PINNED and self.ext is not None and \
+                self.spaces.lacking(r.fid, now):
+            # The feed's key was provisional here and is vouched for now: we name it to
+            # our neighbours (KEYS) with this entry as its proof, so each verifies it at
+            # once and passes it on the same way, rather than decoding our next beacon
+            # and asking for the entry (held like any reply while its chain arrives)
+            proof = self.ext.announce(r.fid) + [("entry", pkt)]
+            self._count("tx_proof")
         self._verified(r)
         if chain is not None:
             # our nodes push a chain's first chunks after its entry: ask only if none
@@ -550,8 +569,11 @@ class Node:
             # earlier would ask while the hop before us still sends (hidden nodes).
             self.chain_t[(r.fid, seq)] = now
             self._soon("chnk", now, CHAIN_BUSY_MS)
-            return []
-        return self._owed_entry(r, seq, now)
+            return proof
+        out = self._owed_entry(r, seq, now)
+        if proof:
+            out = proof[:-1] + (out or proof[-1:])
+        return out
 
     def _on_chunk(self, h, waiting, pkt, now):
         del self.by_hash[h]
@@ -565,7 +587,7 @@ class Node:
                 self._count("drop_" + e.reason)
                 continue
             self._count("rx_chunk")
-            self._got["chnk"] = True
+            self._answered("chnk", now)
             self._event("chunk", {"feed": r.fid.hex(), "seq": seq, "cnr": cnr})
             if chain is not None:
                 self._arm(chain.expect, r, seq)
@@ -593,6 +615,8 @@ class Node:
             r = self.replicas.get(fid)
             if r is None:
                 continue
+            if self.unacked:
+                self._acked(fid, s)     # it asks for what we pushed, or beyond
             if 1 <= s <= r.max_seq:
                 reqs.append((fid, s))
             elif self.extended and 1 <= s <= vectors.MAX_SEQ:
@@ -736,8 +760,40 @@ class Node:
         self._count("tx_owed")
         if p is None:
             return []
-        return [("entry", p)] + self._chains_after([(r.fid, seq)], now or 0,
-                                                   vectors.CHNK_CREDIT)
+        chain = self._chains_after([(r.fid, seq)], now or 0, vectors.CHNK_CREDIT)
+        self._pushed(r.fid, seq, len(chain), now)
+        return [("entry", p)] + chain
+
+    def _pushed(self, fid, seq, chunks, now):
+        """We pushed entry seq of fid to a neighbour's standing WANT: it goes once more
+        (REPUSH_MS) unless the requester asks beyond it first. (now None: posted; the
+        time starts when the outbox goes, at the next tick.)"""
+        if len(self.unacked) >= self.goset.capacity and fid not in self.unacked:
+            return
+        extra = chunks * CHUNK_SLOT_MS
+        due = None if now is None else now + REPUSH_MS + self.rand(REPUSH_JITTER) + extra
+        self.unacked[fid] = [seq, due, extra]
+
+    def _acked(self, fid, seq):
+        u = self.unacked.get(fid)
+        if u is not None and u[0] <= seq <= vectors.MAX_SEQ and seq != NO_WANT:
+            del self.unacked[fid]
+
+    def _repush(self, now):
+        out = []
+        for fid in list(self.unacked):
+            u = self.unacked[fid]
+            if u[1] is None:
+                u[1] = now + REPUSH_MS + self.rand(REPUSH_JITTER) + u[2]
+                continue
+            if u[1] > now:
+                continue
+            del self.unacked[fid]
+            p = self.store.entry(fid, u[0])
+            if p is not None and fid in self.replicas:
+                out.append(("entry", p))
+                self._count("tx_repushed")
+        return out
 
     def _owed_chunks(self, r, seq):
         """The chunks of a now complete chain that a neighbour asked for."""
@@ -814,6 +870,8 @@ class Node:
                 t = min(t, c + CHAIN_BUSY_MS)
         if self.ext is not None:
             t = min(t, self.ext.next_deadline(now))
+        for u in self.unacked.values():
+            t = min(t, now if u[1] is None else u[1])
         return t
 
     def tick(self, now):
@@ -824,8 +882,11 @@ class Node:
         """As tick, but returns (kind, packet) pairs (claim, novelty, want, chnk, ...)."""
         if self._due is None:
             self._start(now)
+        self.clock = now
         out = self.outbox + self._release(now)
         self.outbox = []
+        if self.unacked:
+            out.extend(self._repush(now))
         due = self._due
         g = self.goset
         gs = []
@@ -870,6 +931,12 @@ class Node:
                 out.append(("chnk", p))
                 self._count("tx_chnk")
             self._reschedule("chnk", now)
+        if self.extended and out and self._receiving(now):
+            # nothing periodic goes out while a side chain arrives (half duplex: it would
+            # cost us its next chunk); what we owe from our own posts goes at once
+            own = [o for o in out if o[0] in ("entry", "chunk")]
+            held = [o for o in out if o[0] not in ("entry", "chunk")]
+            return own + self._postpone(held, now)
         return out
 
     def _want_tick(self, now):
@@ -903,6 +970,13 @@ class Node:
             if now - t < CHAIN_BUSY_MS:
                 return True
         return False
+
+    def _answered(self, name, now):
+        """Something arrived. It answers our last WANT (CHNK) if it came within ANSWER_MS
+        of it (later it is a push to a standing request: no reason to ask sooner)."""
+        last = self._last[name]
+        if last is None or not self.extended or now - last < ANSWER_MS:
+            self._got[name] = True
 
     def _note(self, name, now, sp):
         """Back-off bookkeeping: did the previous request bring anything? (Then the space
@@ -954,6 +1028,8 @@ class Node:
 
         start = sp.offs % len(keys)
         seqs, sp.offs = vectors.plan_want(len(keys), start, next_seq)
+        if self.extended and all(s == NO_WANT for s in seqs):
+            return None     # nothing to ask under this set (our own feed only)
         return vectors.encode_want(sp.want_dmx, start, seqs)
 
     def chnk_vector(self, space=None):

@@ -156,6 +156,13 @@ class Spaces:
         out.sort(key=lambda s: s.rank())
         return out
 
+    def lacking(self, key, now):
+        """True when a live view (a neighbour's set we know) lacks `key`."""
+        for v in self.views:
+            if v.live(now) and key not in v.keys:
+                return True
+        return False
+
     def useful(self, now):
         """True when a shared space brought data on its last request."""
         for sp in self.shared(now):

@@ -175,3 +175,32 @@ def test_want_is_keyed_by_a_set_a_neighbour_showed_and_not_sent_without_one():
     w = b._want_tick(bus.now + 1)
     assert w is not None and w[:7] == want_dmx(a.announced().state)
     assert a.spaces.lookup(w[:7]) is not None
+
+
+def test_spaces_that_brought_data_are_asked_first_and_empty_sets_are_no_space():
+    from tinyssb.spaces import EXPLORE, FAILED, Spaces
+    sp = Spaces()
+    assert sp.add_view([], bytes(32), 0) is None
+    r = Rand(3)
+    good = sp.add_view([r.key()], r.key(), 0)
+    junk = [sp.add_view([r.key()], r.key(), 10 + i) for i in range(3)]
+    good.used = 5
+    junk[0].used = FAILED
+    firsts = [sp.next_shared(100)[0] for _ in range(4 * EXPLORE)]
+    assert firsts.count(good) == 3 * EXPLORE            # the useful one, but ...
+    assert junk[2] in firsts and junk[0] not in firsts  # ... the newest untried is tried
+    for _ in range(20):                                 # a flood of views: good stays
+        sp.add_view([r.key()], r.key(), 200)
+    assert good in sp.views
+
+
+def test_an_empty_set_is_announced_once_and_a_lone_node_keeps_beaconing():
+    lone = node(1, [])
+    kinds = []
+    for t in range(0, 200000, 100):
+        kinds.extend(k for k, _ in lone.tick_kinds(t))
+    assert kinds.count("beacon") == 1          # the empty set, at start
+    one = node(2, [Rand(4).key()])
+    sent = [t for t in range(0, 200000, 100) if any(k == "beacon" for k, _ in one.tick_kinds(t))]
+    # nobody shares its set: no doubling up to 80 s (the period stays 20 s after boot)
+    assert len(sent) >= 9 and max(b - a for a, b in zip(sent, sent[1:])) <= 21000
