@@ -44,6 +44,7 @@ from tinyssb.aggregate import Aggregate
 from tinyssb.dmx import GOSET_DMX
 from tinyssb.errors import WireError
 from tinyssb.hotloops import xor_bytes, xor_into
+from tinyssb.peerset import PeerSet
 from tinyssb.xorsolve import XorBasis
 
 KEY_LEN = 32
@@ -66,8 +67,11 @@ NOVELTY_QUEUE = 10    # queued novelties beyond the one sent per round (deployed
 # Extended mode.
 PINNED, EXT, WIRE = 0, 1, 2   # trust classes, most trusted first
 EXT_ASKS = 2          # asks per round: a deployed helper helps 2 pending claims a round
+SPLIT_ASKS = 1        # a region asked for in up to this many parts at once (a deployed
+                      # node keeps 5 pending claims between rounds, ESP32)
 EXT_HELPS = 4         # (our helps are mostly novelties, 40 B)
-ASK_AGAIN_MS = 6000   # a region is asked for again only after a deployed round (5-5.5 s)
+ASK_AGAIN_MS = 11000  # a region is asked for again only after two deployed rounds (5-5.5 s each:
+                      # a deployed node helps two pending claims a round)
 NOVELTY_BATCH = 8     # novelties per round; the board's send queue holds 10 frames
 WIRE_AGE_MS = 300000  # 5 min: longer than the slowest deployed dance measured (145 s)
 EXT_AGE_MS = 600000   # 10 min: an EXT key no entry verified by then goes (and stays out
@@ -113,6 +117,8 @@ class GOSet:
         self._asked = {}        # (lo, hi) -> ms of our last ask (extended)
         self.shunned = {}       # EXT key -> ms it aged out: not taken again for EXT_AGE_MS
         self.fetching = {}      # provisional key -> ms we asked for its first entry
+        self.peer = PeerSet(self) if mode == EXTENDED else None
+        self.asks_out = []      # claims asking for help, to go out at once (extended)
         self.refused = 0        # keys refused for that
 
     # -- set operations --------------------------------------------------------------
@@ -235,6 +241,7 @@ class GOSet:
         """Age out keys nobody vouched for (extended mode)."""
         if self.mode == DEPLOYED:
             return
+        self.peer.expire(now)
         old = []
         for k, m in self.meta.items():
             if (m[0] == WIRE and now - m[1] >= WIRE_AGE_MS) or (
@@ -317,7 +324,10 @@ class GOSet:
         if typ == NOVELTY:
             if len(pkt) != NOVELTY_LEN:
                 raise WireError("bad_goset_length")
-            return self.learn([pkt[8:40]], WIRE, now)
+            new = self.learn([pkt[8:40]], WIRE, now)
+            if self.peer is not None:
+                self.peer.novelty(bytes(pkt[8:40]), now)
+            return new
         if typ == CLAIM:
             if len(pkt) != CLAIM_LEN:
                 raise WireError("bad_goset_length")
@@ -373,9 +383,23 @@ class GOSet:
             self.full_match_ms = now
             return []
         new = self.learn([lo, hi], WIRE, now)
+        self.peer.claim(lo, hi, xor, cnt, now)
         if not self._answer(lo, hi, xor, cnt, now, new):
             self._keep((cnt, lo, hi, xor))
+            self._ask_now(lo, hi, cnt, now)
         return new
+
+    def _ask_now(self, lo_key, hi_key, cnt, now):
+        """Where the claimant holds more, ask for its help right away (the claim goes
+        out with the node's replies): the deployed helper works through its pending
+        claims every 5 s, and an ask that misses its next round waits a whole one."""
+        lo, hi = self.index(lo_key), self.index(hi_key)
+        if lo < 0 or hi <= lo:
+            return
+        m = cnt - (hi - lo + 1)
+        if m > 0 and not self.peer.probing(lo_key, hi_key, now) and \
+                self._may_ask(lo_key, hi_key, now):
+            self.asks_out.extend(self._asks(lo, hi, m, now))
 
     def _answer(self, lo_key, hi_key, xor, cnt, now, new):
         """Settle a claimed region exactly where one comparison can; True when settled.
@@ -403,30 +427,43 @@ class GOSet:
             if lo_key < k < hi_key:
                 new.extend(self.learn([k], WIRE, now))
                 return True
+        elif d == -1:
+            # One key more there: if the claimant's keys there are ours plus one, the XOR
+            # difference is that key. Maybe not (two more and one fewer): a candidate, never
+            # learned or shown to anyone until an entry verifies under it (Node probes it).
+            k = xor_bytes(bytes(mine.xor), xor)
+            if lo_key < k < hi_key and k not in self.meta:
+                self.peer.candidate(k, lo_key, now)
         return False
+
 
     def _may_ask(self, lo, hi, now):
         """Deployed mode: always (its rounds pace it). Extended: not again within
         ASK_AGAIN_MS, as a deployed helper answers once per round."""
         if self.mode == DEPLOYED:
             return True
+        if self.peer.was_helped(lo, hi, now):
+            return False
         t = self._asked.get((lo, hi))
         if t is not None and now - t < ASK_AGAIN_MS:
             return False
         if len(self._asked) >= MAX_PENDING:
             self._asked = {}
         self._asked[(lo, hi)] = now
+        self.peer.asked(lo, hi, now)
         return True
 
     def _announce(self, keys):
         q = self.novelties
         for k in keys:
             if k not in q and len(q) < self.capacity and self.vouched(k):
+                if self.peer is not None and not self.peer.lacks(k):
+                    continue    # named to it already
                 q.append(k)
 
     # -- rounds -------------------------------------------------------------------------
 
-    def full_claim(self):
+    def full_claim(self, now=0):
         """The round's announcement: a claim over the whole set (a novelty when it holds
         one key, as the ESP32 does), or None when empty."""
         n = len(self.keys)
@@ -438,6 +475,7 @@ class GOSet:
             if r is None:
                 return None
             lo, hi = r
+            self.peer.asked(self.keys[lo], self.keys[hi], now)   # a deployed node helps it
         if lo == hi:
             return self.novelty(self.keys[lo])
         return self.claim(lo, hi)
@@ -475,9 +513,15 @@ class GOSet:
             if bytes(mine.xor) == xor and mine.count == cnt:
                 continue  # the region agrees now
             if mine.count <= cnt:
+                if ext and self.peer.probing(lo_key, hi_key, now):
+                    keep.append(c)
+                    continue
                 if asks > 0 and self._may_ask(lo_key, hi_key, now):
                     asks -= 1
-                    out.append(self.claim(lo, hi))
+                    if ext:
+                        out.extend(self._asks(lo, hi, cnt - mine.count, now))
+                    else:
+                        out.append(self.claim(lo, hi))
                 if mine.count < cnt:
                     keep.append(c)
                     continue
@@ -498,6 +542,25 @@ class GOSet:
                 out.append(self.claim(lo, lo + sz - 1))
                 out.append(self.claim(lo + sz, hi))
         self.pending = keep[:PENDING_KEEP]
+        return out
+
+    def _asks(self, lo, hi, m, now):
+        """Ask for help with our region lo..hi (indices) where the claimant holds m keys
+        more: in about m/2 parts at once (up to SPLIT_ASKS), as a deployed helper splits
+        each in halves and names what it holds there: halves holding one key more each
+        are settled by their XOR (peerset.py), without another round of 5 s."""
+        k = min(SPLIT_ASKS, (m + 1) // 2, (hi - lo) // 4)
+        if k <= 1:
+            return [self.claim(lo, hi)]
+        out = []
+        step = (hi - lo) / k
+        a = lo
+        for j in range(1, k + 1):
+            b = hi if j == k else lo + int(step * j + 0.5)
+            if b > a:
+                out.append(self.claim(a, b))
+                self.peer.asked(self.keys[a], self.keys[b], now)
+            a = b
         return out
 
     def _help_ext(self, lo, hi, out):

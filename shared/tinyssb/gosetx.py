@@ -166,6 +166,7 @@ class Extension:
         self.replied_ms = 0       # ... and when
         self.keys_sent = {}       # remote state -> ms of our KEYS
         self.told = None          # the key announce() named, until our set has it
+        self.heard_ms = None      # ms of the last extension packet received
         self.keys_heard = {}      # TAG of a KEYS sender -> the keys it named (its set: ours
                                   # plus these, once they add up to its tag)
         self.due = None           # next beacon
@@ -205,12 +206,17 @@ class Extension:
         self.tag = sp.state[:2]
         self.changed = True
         self.period = BEACON_MS
-        if self.due is not None and not (not gone and added == [told]):
-            # (a key we named in KEYS with its proof needs no early beacon)
+        if self.due is not None and not (not gone and added == [told]) and self._near():
+            # (a key we named in KEYS with its proof needs no early beacon; nor does any
+            # change while none of our nodes is heard: deployed ones ignore beacons)
             t = self.now + BEACON_SOON_MS
             if self.last_beacon is not None:
                 t = max(t, self.last_beacon + BEACON_GAP_MS)
             self.due = min(self.due, t)
+
+    def _near(self):
+        """One of our nodes was heard (any extension packet) within HEARD_MS."""
+        return self.heard_ms is not None and self.now - self.heard_ms < HEARD_MS
 
     def _full_tag(self):
         return self.node.goset.state[:4]
@@ -303,9 +309,10 @@ class Extension:
             # each other
             if self.last_beacon is None:
                 self.period = BOOT_MS
-            elif self.quiet and not self.changed and self.node.spaces.shared(now):
-                # (not while no neighbour shares a set with us: then our beacon is how
-                # one comes to name its set to us, with KEYS)
+            elif self.quiet and not self.changed and (self.node.spaces.shared(now)
+                                                       or not self._near()):
+                # (not while one of our nodes is heard but shares no set with us: then
+                # our beacon is how it comes to name its set to us, with KEYS)
                 self.period = min(self.period * 2, BEACON_MAX_MS)
             else:
                 self.period = BEACON_MS
@@ -335,6 +342,7 @@ class Extension:
         n = len(pkt)
         typ = pkt[7]
         self.counters["rx_ext"] = self.counters.get("rx_ext", 0) + 1
+        self.heard_ms = now
         if typ == BEACON or typ == REPLY:
             if n != BEACON_LEN:
                 raise WireError("bad_ext_length")

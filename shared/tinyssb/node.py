@@ -50,7 +50,7 @@ from hashlib import sha256
 from tinyssb import entry
 from tinyssb import vectors
 from tinyssb.aggregate import Aggregate
-from tinyssb.dmx import GOSET_DMX
+from tinyssb.dmx import GOSET_DMX, want_dmx
 from tinyssb.errors import WireError
 from tinyssb.goset import (CAPACITY, CLAIM, CLAIM_LEN, EXTENDED, KEY_LEN, PINNED, GOSet,
                            GOSetFull)
@@ -511,12 +511,31 @@ class Node:
             while g.novelties and k < REACT_NOVELTIES:
                 out.append(("novelty", g.novelty(g.novelties.pop(0))))
                 k += 1
+            for p in g.asks_out:
+                out.append(("claim", p))
+            self._count("tx_goset", len(g.asks_out))
+            g.asks_out = []
             if g.busy():
                 self._soon("goset", now, GOSET_SOON_MS)
         self._learned(new, now)
         if self._settle() or g.state != before:
             self._refresh()
             self._event("goset", {"count": len(g), "state": g.state.hex()})
+        if self.extended and g.peer.candidates:
+            # before our novelties: a probe is keyed by the set the neighbour holds now
+            out = self._probe(now) + out
+        return out
+
+    def _probe(self, now):
+        """WANTs for the first entry of candidate keys (peerset.py): keyed by the deployed
+        neighbour's set, at the candidate's index there. The entry that answers verifies
+        under the candidate and makes it ours."""
+        out = []
+        for k, state, i in self.goset.peer.probes(now):
+            if k not in self.replicas:
+                self._add_replica(k, persist=False)   # armed for entry 1, not in the set
+            out.append(("probe", vectors.encode_want(want_dmx(state), i, [1])))
+            self._count("tx_probe")
         return out
 
     def _learned(self, keys, now):
@@ -552,6 +571,15 @@ class Node:
         self.fresh[r.fid] = now
         if not self.extended:
             return []
+        if r.fid not in self.goset:
+            # a candidate's probe was answered: the entry verified under it
+            self.goset.peer.confirmed(r.fid)
+            try:
+                self.goset.add(r.fid, PINNED, now)
+            except GOSetFull:
+                pass
+            self._count("rx_confirmed")
+            self._refresh()
         proof = []
         if self.goset.trust(r.fid) != PINNED and self.ext is not None and \
                 self.spaces.lacking(r.fid, now):
@@ -892,9 +920,9 @@ class Node:
         gs = []
         if now >= due["claim"]:
             self._claims += 1
-            if (not self.extended or self.deployed_present(now)
+            if (not self.extended or (self.deployed_present(now) and not g.peer.ahead(now))
                     or self._claims % DISCOVERY_CLAIMS == 0):
-                p = g.full_claim()
+                p = g.full_claim(now)
                 if p is not None:
                     b = self.ext.paired_beacon(now) if self.ext is not None else None
                     if b is not None:

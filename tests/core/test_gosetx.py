@@ -194,13 +194,23 @@ def test_spaces_that_brought_data_are_asked_first_and_empty_sets_are_no_space():
     assert good in sp.views
 
 
-def test_an_empty_set_is_announced_once_and_a_lone_node_keeps_beaconing():
+def test_an_empty_set_is_announced_once_and_beacons_back_off_only_when_they_can():
     lone = node(1, [])
     kinds = []
     for t in range(0, 200000, 100):
         kinds.extend(k for k, _ in lone.tick_kinds(t))
     assert kinds.count("beacon") == 1          # the empty set, at start
-    one = node(2, [Rand(4).key()])
-    sent = [t for t in range(0, 200000, 100) if any(k == "beacon" for k, _ in one.tick_kinds(t))]
-    # nobody shares its set: no doubling up to 80 s (the period stays 20 s after boot)
-    assert len(sent) >= 9 and max(b - a for a, b in zip(sent, sent[1:])) <= 21000
+
+    def beacons(n, heard):
+        sent = []
+        for t in range(0, 300000, 100):
+            if heard and t % 10000 == 0:
+                n.on_packet(X.DMX + b"r" + b"zz" + b"\x00\x01\x03", t)   # one of ours near
+            if any(k == "beacon" for k, _ in n.tick_kinds(t)):
+                sent.append(t)
+        return max(b - a for a, b in zip(sent, sent[1:]))
+    # none of our nodes heard: Trickle doubles up to 80 s
+    assert beacons(node(2, [Rand(4).key()]), False) > 70000
+    # one of ours heard, but it shares no set with us: our beacon is how it will name its
+    # set to us, so the period stays 20 s
+    assert beacons(node(3, [Rand(5).key()]), True) <= 21000
