@@ -103,6 +103,8 @@ class Config:
             extended on demand.
         rl_max_symbols: rateless: most symbols streamed or accepted in one operation.
         rl_max_more: rateless: extra exchanges after an undershoot before giving up.
+        rl_search_tests: rateless: checksum tests one operation spends searching its own
+            keys when peeling stalls (rateless.own_key_search).
     """
 
     def __init__(self, profile_id=C.PROFILE_TSSB2,
@@ -112,7 +114,7 @@ class Config:
                  pad_counters=False, compress_se=True, max_role_swaps=C.MAX_ROLE_SWAPS,
                  rl_first_symbols=RL.FIRST_SYMBOLS, rl_first_symbols_max=256,
                  rl_prefix=None, rl_max_symbols=RL.MAX_RL_SYMBOLS,
-                 rl_max_more=RL.MAX_MORE_ROUNDS):
+                 rl_max_more=RL.MAX_MORE_ROUNDS, rl_search_tests=RL.SEARCH_MAX_TESTS):
         if force not in (None, "full", "differential"):
             raise ValueError("force must be None, 'full' or 'differential'")
         self.profile_id = profile_id
@@ -132,6 +134,7 @@ class Config:
         self.rl_prefix = rl_prefix
         self.rl_max_symbols = rl_max_symbols
         self.rl_max_more = rl_max_more
+        self.rl_search_tests = rl_search_tests
 
 
 def _xor_hashes(hs):
