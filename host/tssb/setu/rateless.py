@@ -45,12 +45,16 @@ SEC_KEYS = 7          # all of the sender's keys (full-exchange fallback)
 FLAG_END = 1
 FLAG_DONE = 2
 
-FIRST_SYMBOLS = 18        # k1: decodes d <= ~10 in the first flight; d = 1 stays < 300 B
-PROBE_GROWTH = (11, 10)   # probe indices grow by 10 % from k1 to the prefix end
+FIRST_SYMBOLS = 17        # k1: decodes d = 10 in the first flight in ~95 % of runs (with the
+                          # responder's own-key search; 18: ~96 %), leaving bytes for probes
+PROBE_GROWTH = (53, 50)   # probe indices grow by 6 % from k1 (~27 bytes estimate d with a
+                          # spread of ~0.27 in log; 10 % and ~19 bytes: ~0.36) ...
+PROBE_DENSE_END = 8192    # ... to here (d up to ~4000), then
+PROBE_GROWTH_FAR = (2, 1) # doubling to the prefix end (d = 1 stays <= 300 B up to n = 10^6)
 PROBE_BITS = 2            # bits per probe: for ~25 bytes this estimated d best (simulated:
                           # 10-90 % of d_est/d within 0.67-1.5 for d = 10..1000)
 PROBE_FALSE_EQUAL = 1 / (1 << PROBE_BITS)   # a differing symbol's probe matches by chance
-STREAM_FACTOR = 1.8       # symbols streamed per estimated difference: plain peeling needs
+STREAM_FACTOR = 1.5       # symbols streamed per estimated difference: plain peeling needs
                           # 1.35-1.7 per difference, with the own-key search 0.9-1.1; the
                           # estimate spreads 0.5-2x, and 3.3-3.6 per difference is the most
                           # that stays under 2.0 x 32 d bytes (tuned over 30 seeds)
@@ -65,6 +69,8 @@ SEARCH_MAX_PASSES = 32        # passes over the symbols that changed (each resol
 SEARCH_MIN_SYMBOLS = 0.75     # symbols per remaining key below which a search cannot succeed
                               # (measured: none decoded below ~0.8)
 STREAM_ESTIMATE_POINTS = 512  # exact comparisons the initiator's estimate of d uses
+FIRST_SEARCH_MAX = 2         # R searches after the first flight while the probes say d <= 2 k1
+                              # (their estimate spreads 0.5-2x; beyond, a search cannot succeed)
 SEARCH_MAX_LOAD = 3           # test a key only at symbols holding about this many keys or fewer
 MAX_FLIGHT_SECTIONS = 4096    # sections buffered until a flight's END (honest: ~1 per message)
 MAX_FLIGHT_BYTES = 64 << 20   # bytes buffered until END: 8 MiB of symbols at MAX_RL_SYMBOLS
@@ -182,12 +188,14 @@ def prefix_length(n):
 
 
 def probe_indices(k1, m):
-    """Probe indices: k1, then growing by 10 %, below m."""
+    """Probe indices below m: k1, then growing by PROBE_GROWTH up to PROBE_DENSE_END (where
+    differences are common and the estimate sizes a stream) and by PROBE_GROWTH_FAR beyond."""
     out = []
     g = k1
     while g < m:
         out.append(g)
-        g = max(g + 1, g * PROBE_GROWTH[0] // PROBE_GROWTH[1])
+        num, den = PROBE_GROWTH if g < PROBE_DENSE_END else PROBE_GROWTH_FAR
+        g = max(g + 1, g * num // den)
     return out
 
 
@@ -248,8 +256,9 @@ def own_key_search(dec, prefix, max_tests, d_est):
     that key pure. So: take the candidate keys (all their indices nonzero: one vectorised
     walk over our keys), and test each at its indices where a symbol holds about
     SEARCH_MAX_LOAD keys or fewer (index >= 2 r / load for the r keys still unfound of d_est;
-    the bound moves down as keys are found), sparsest first: the rest must be another of our
-    keys (a vectorised lookup) or a pure foreign key that maps there (one SHA-256 checksum).
+    the bound moves down as keys are found; a candidate's highest index always), sparsest
+    first: the rest must be one key, ours or the peer's, whose checksum matches and that maps
+    there (one SHA-256 per test).
     Each hit is resolved (codedsym.Decoder.resolve), which peels on; passes repeat on the
     symbols that changed until nothing moves or `max_tests` checksum tests are spent.
     This brings the stream a decode needs from about 1.4-1.7 symbols per difference down
@@ -265,42 +274,37 @@ def own_key_search(dec, prefix, max_tests, d_est):
     def lo_for(found):
         return max(0, int(2 * (d_est - found) / SEARCH_MAX_LOAD) - 2)
 
-    _, pos, idx = candidate_pairs(items, seeds, _residual_sums(dec) != 0,
-                                  lo_for(d_est // 2))
+    lo0 = lo_for(d_est // 2)
+    _, pos, idx = candidate_pairs(items, seeds, _residual_sums(dec) != 0, lo0)
     if not len(pos):
         return 0, 0
     order = np.argsort(-idx, kind="stable")
     pos, idx = pos[order], idx[order]
-    mine = np.sort(items)
+    always = idx < lo0                                # a candidate's top index: always tested
     tested = np.zeros(len(pos), dtype=np.uint64)     # symbol value at the last test
     mask = (1 << (8 * KEY_LEN)) - 1
     found = tests = 0
     for _ in range(SEARCH_MAX_PASSES):
         cur = _residual_sums(dec)[idx]
         known = len(dec.remote_keys) + len(dec.local_keys)
-        todo = np.nonzero((cur != 0) & (cur != tested) & (idx >= lo_for(known)))[0]
+        todo = np.nonzero((cur != 0) & (cur != tested) & ((idx >= lo_for(known)) | always))[0]
         todo = todo[:max_tests - tests]
         if not len(todo):
             break
         tests += len(todo)
         tested[todo] = cur[todo]
-        rest = cur[todo] ^ items[pos[todo]]
-        j = np.minimum(np.searchsorted(mine, rest), len(mine) - 1)
-        own = mine[j] == rest
-        rb = rest.astype("<u8").tobytes()
+        rb = (cur[todo] ^ items[pos[todo]]).astype("<u8").tobytes()
         pure = [sha256(rb[o:o + KEY_LEN]).digest()[4:4 + CODEC.chk_len] == rb[o + KEY_LEN:o + 8]
                 for o in range(0, len(rb), 8)]
         progress = False
-        for t in np.nonzero(own | np.array(pure, dtype=bool))[0]:
+        for t in np.nonzero(pure)[0]:
             k = todo[t]
             i = int(idx[k])
             if int.from_bytes(dec.sums[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE], "little") \
                     != int(cur[k]):
                 continue                  # changed since: tested again next pass
-            if not own[t]:
-                other = rb[8 * t:8 * t + KEY_LEN]
-                if dec.is_local(other) or i not in codedsym.indices(other, i + 1):
-                    continue
+            if i not in codedsym.indices(rb[8 * t:8 * t + KEY_LEN], i + 1):
+                continue                  # a false purity: the key does not map here
             got = dec.resolve((int(items[pos[k]]) & mask).to_bytes(KEY_LEN, "little"), -1)
             found += got
             progress = progress or got > 0
@@ -675,7 +679,9 @@ class RatelessMachine:
             return found, estimate_difference(obs, found + 1, max(found + 1, self.n0 + rs))
 
         if not dec.done:        # a small remainder: our own keys may free it
-            self._search(estimate()[1])
+            d_est = estimate()[1]
+            if d_est <= FIRST_SEARCH_MAX * k1:
+                self._search(0)     # few symbols: test every index
         f = Flight()
         if dec.done:
             self._send_elements(f, dec.local_keys)

@@ -40,10 +40,9 @@ def _step(last, x):
     x ^= (x << np.uint64(13)) & _M32
     x ^= x >> np.uint64(17)
     x ^= (x << np.uint64(5)) & _M32
-    s = np.floor(np.sqrt(x.astype(np.float64))).astype(np.int64)
-    xi = x.astype(np.int64)
-    s -= (s * s > xi)                   # the float root made exact, as codedsym's isqrt
-    s += ((s + 1) * (s + 1) <= xi)
+    # x < 2^32: the correctly rounded float64 root floors to isqrt(x) exactly (no integer
+    # square falls between a root and its rounding below 2^52), as codedsym's isqrt
+    s = np.sqrt(x.astype(np.float64)).astype(np.int64)
     return last + ((2 * last + 3) * (65536 - s) + 2 * s - 1) // (2 * s), x
 
 
@@ -73,7 +72,8 @@ def candidate_pairs(items, seeds, nonzero, lo=0):
     A key still in the difference leaves every symbol it maps to nonzero, so the candidates
     are the keys all of whose indices below len(nonzero) fall on True entries of `nonzero`.
     Returns (ok, pos, idx): ok[k] is True for a candidate; (pos[j], idx[j]) are the pairs
-    (candidate position, one of its indices >= lo), one vectorised walk over all keys.
+    (candidate position, one of its indices >= lo, and its highest index in any case),
+    from one vectorised walk over all keys.
     """
     hi = len(nonzero)
     ok = np.zeros(len(items), dtype=bool)
@@ -81,17 +81,18 @@ def candidate_pairs(items, seeds, nonzero, lo=0):
     if not hi or not nonzero[0] or not len(items):
         return ok, none, none
     ok[:] = True
+    top = np.zeros(len(items), dtype=np.int64)      # highest index below hi
     pos = np.arange(len(items))
     last = np.zeros(len(items), dtype=np.int64)
     x = seeds.astype(np.uint64)
     rec_p, rec_i = [], []
-    if lo <= 0:
-        rec_p.append(pos)
-        rec_i.append(last)
     while len(pos):
-        last, x = _step(last, x)
-        keep = last < hi
-        pos, last, x = pos[keep], last[keep], x[keep]
+        nxt, x = _step(last, x)
+        keep = nxt < hi
+        if not keep.all():
+            top[pos[~keep]] = last[~keep]          # leaving the range: its highest index
+            pos, nxt, x = pos[keep], nxt[keep], x[keep]
+        last = nxt
         bad = ~nonzero[last]
         if bad.any():
             ok[pos[bad]] = False
@@ -101,8 +102,14 @@ def candidate_pairs(items, seeds, nonzero, lo=0):
         if sel.any():
             rec_p.append(pos[sel])
             rec_i.append(last[sel])
-    p = np.concatenate(rec_p) if rec_p else none
-    i = np.concatenate(rec_i) if rec_i else none
+    low = np.nonzero(ok & (top < lo))[0]             # tested at their top index only
+    if lo <= 0:
+        low = none
+    p = np.concatenate(rec_p + [low]) if rec_p else low
+    i = np.concatenate(rec_i + [top[low]]) if rec_i else top[low]
+    if lo <= 0:                                      # index 0 too
+        c = np.nonzero(ok)[0]
+        p, i = np.concatenate((p, c)), np.concatenate((i, np.zeros(len(c), dtype=np.int64)))
     keep = ok[p]
     return ok, p[keep], i[keep]
 
