@@ -6,12 +6,15 @@ tinyssb.codedsym's with KEY 5 || CHK 3 bytes and no COUNT (rateless_prefix.CODEC
 
 Flights (I initiator, R responder; see docs/setu.md "Profile rateless"):
   F1 I->R  OPERATION_REQUEST, RL{SYMBOLS 0..k1, PROBES}
-  R subtracts its own symbols and peels.
+  R subtracts its own symbols and peels (and, if that stalls with a small difference, searches
+  its own keys: own_key_search).
    decoded:  F2 R->I  RL{DONE, ELEMENTS (R-only), WANTS (I-only keys)}
              F3 I->R  RL{ELEMENTS (wanted)}                     (only when R wanted any)
    not yet:  F2 R->I  RL{ELEMENTS, WANTS (what R decoded so far), RESIDUAL 0..k1,
                          SYMBOLS k1..m of R's own set}  with m from R's estimate of the
                          difference (PROBES), or KEYS (all of R's keys) when that is cheaper
+             I peels; if that stalls, I searches its own keys (own_key_search), which
+             decodes from ~0.9-1.1 symbols per difference instead of 1.35-1.7
              F3 I->R  RL{DONE, ELEMENTS (I-only), WANTS (R-only keys)}, or RL{MORE m2} when
                       I could not decode yet (one more exchange, counted in the stats)
              F4 R->I  RL{ELEMENTS (wanted)}                     (only when I wanted any)
@@ -21,6 +24,7 @@ the sender decoded everything) followed by sections TAG (1) || LEN (varint) || P
 Every bound comes from local configuration and local set sizes (Config.rl_*), never from
 what the peer declares beyond the byzantine upper bound; every abort is SetuError(reason).
 """
+import time
 from hashlib import sha256
 
 import numpy as np
@@ -51,13 +55,14 @@ PROBE_GROWTH = (53, 50)   # probe indices grow by 6 % from k1 (~27 bytes estimat
                           # spread of ~0.27 in log; 10 % and ~19 bytes: ~0.36) ...
 PROBE_DENSE_END = 8192    # ... to here (d up to ~4000), then
 PROBE_GROWTH_FAR = (2, 1) # doubling to the prefix end (d = 1 stays <= 300 B up to n = 10^6)
-PROBE_BITS = 2            # bits per probe: for ~25 bytes this estimated d best (simulated:
-                          # 10-90 % of d_est/d within 0.67-1.5 for d = 10..1000)
+PROBE_BITS = 2            # bits per probe: 1 to 8 bits carry about the same information
+                          # per byte (Fisher information of a probe of false-match rate 2^-b)
 PROBE_FALSE_EQUAL = 1 / (1 << PROBE_BITS)   # a differing symbol's probe matches by chance
 STREAM_FACTOR = 1.5       # symbols streamed per estimated difference: plain peeling needs
                           # 1.35-1.7 per difference, with the own-key search 0.9-1.1; the
                           # estimate spreads 0.5-2x, and 3.3-3.6 per difference is the most
-                          # that stays under 2.0 x 32 d bytes (tuned over 30 seeds)
+                          # that stays under 2.0 x 32 d bytes (tuned over 120 seeds at
+                          # n = 10^4, factors 1.4-2.0)
 STREAM_EXTRA = 8
 DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 2000); extended on demand
 PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
@@ -65,11 +70,13 @@ MAX_RL_SYMBOLS = 1 << 20  # most symbols one operation streams or accepts
 MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up ("symbols never decode")
 SEARCH_MAX_TESTS = 1 << 19    # checksum tests per own-key search (about 0.5 s of SHA-256 in
                               # CPython; a search at n = 10^6, d = 1000 needs ~4 x 10^5)
+SEARCH_MAX_SECONDS = 1.5      # ... and wall time (checked between passes): the sync of a 10^6
+                              # set must stay under 2 s (issue 16)
 SEARCH_MAX_PASSES = 32        # passes over the symbols that changed (each resolve peels on)
 SEARCH_MIN_SYMBOLS = 0.75     # symbols per remaining key below which a search cannot succeed
                               # (measured: none decoded below ~0.8)
 STREAM_ESTIMATE_POINTS = 512  # exact comparisons the initiator's estimate of d uses
-FIRST_SEARCH_MAX = 2         # R searches after the first flight while the probes say d <= 2 k1
+FIRST_SEARCH_MAX = 2          # R searches after the first flight while the probes say d <= 2 k1
                               # (their estimate spreads 0.5-2x; beyond, a search cannot succeed)
 SEARCH_MAX_LOAD = 3           # test a key only at symbols holding about this many keys or fewer
 MAX_FLIGHT_SECTIONS = 4096    # sections buffered until a flight's END (honest: ~1 per message)
@@ -248,7 +255,7 @@ def _residual_sums(dec):
     return np.frombuffer(bytes(dec.sums), dtype="<u8")
 
 
-def own_key_search(dec, prefix, max_tests, d_est):
+def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
     """Free a stalled decoder with our own keys (peeling with side information).
 
     A key only we hold that is still in the difference leaves every symbol it maps to
@@ -260,7 +267,8 @@ def own_key_search(dec, prefix, max_tests, d_est):
     first: the rest must be one key, ours or the peer's, whose checksum matches and that maps
     there (one SHA-256 per test).
     Each hit is resolved (codedsym.Decoder.resolve), which peels on; passes repeat on the
-    symbols that changed until nothing moves or `max_tests` checksum tests are spent.
+    symbols that changed until nothing moves, `max_tests` checksum tests are spent or the
+    time.monotonic() `deadline` (checked between passes) has passed.
     This brings the stream a decode needs from about 1.4-1.7 symbols per difference down
     to about 0.9-1.1 (measured; docs/setu.md).
 
@@ -310,19 +318,20 @@ def own_key_search(dec, prefix, max_tests, d_est):
             progress = progress or got > 0
             if dec.done:
                 return found, tests
-        if not progress or tests >= max_tests:
+        if not progress or tests >= max_tests or \
+                deadline is not None and time.monotonic() > deadline:
             break
     return found, tests
 
 
-def search_when_stalled(dec, prefix, max_tests, d_est):
+def search_when_stalled(dec, prefix, max_tests, d_est, deadline=None):
     """Run own_key_search if the residual is within its reach: the received symbols are at
     least SEARCH_MIN_SYMBOLS per key of the difference (d_est, estimated); tests start where
     a symbol of the fresh difference holds about SEARCH_MAX_LOAD keys (index ~ 2 d / load).
     Returns (keys resolved, tests made)."""
     if dec.done or dec.received < SEARCH_MIN_SYMBOLS * d_est:
         return 0, 0
-    return own_key_search(dec, prefix, max_tests, d_est)
+    return own_key_search(dec, prefix, max_tests, d_est, deadline)
 
 
 # -- the profile's state machine ---------------------------------------------------------
@@ -371,7 +380,8 @@ class RatelessMachine:
         self._early_wants = []      # I: keys R wanted before it had decoded everything
         self._recv_keys = set()     # keys of elements received in this operation
         self._raw = []              # (index, equal to ours) of the symbols received
-        stats.update(mode="rateless", profile="rateless", symbols_sent=0, symbols_recv=0, assisted=0, search_tests=0,
+        stats.update(mode="rateless", profile="rateless", symbols_sent=0, symbols_recv=0,
+                     assisted=0, search_tests=0,
                      prefix=self.prefix.m, prefix_extended=False, fallback=None, rounds=0,
                      flights=0, round_trips=0, more_rounds=0, estimate=None)
 
@@ -406,7 +416,8 @@ class RatelessMachine:
             return
         st = self.stats
         budget = self.cfg.rl_search_tests - st["search_tests"]
-        found, tests = search_when_stalled(self.dec, self.prefix, budget, d_est)
+        found, tests = search_when_stalled(self.dec, self.prefix, budget, d_est,
+                                           time.monotonic() + self.cfg.rl_search_s)
         st["assisted"] += found
         st["search_tests"] += tests
 
