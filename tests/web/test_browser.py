@@ -75,7 +75,8 @@ def test_page_loads_clean_and_shows_the_boards_feed(setup):
                     and "missing" not in _feed_item(page, r.fid).inner_text(), REPLICATE_S)
     assert problems == []
     origin = r.url.split("/?")[0].rstrip("/")
-    assert requests and all(u.startswith(origin + "/") or u.startswith("ws://127.0.0.1")
+    ws = "ws" + origin[len("http"):]
+    assert requests and all(u.startswith(origin + "/") or u.startswith(ws + "/")
                             or u.startswith("data:") for u in requests), requests
 
 

@@ -54,7 +54,7 @@ def run(args):
         try:
             first = ports.choose(name)
         except ports.PortChoiceError as e:
-            raise CliError(str(e))
+            raise CliError(str(e).replace("--port", "--serial PORT"))
         resolve = (lambda: name) if name else (lambda: ports.choose(None))
         print("board port %s" % first, flush=True)
     ctx = Context.open(args.home)

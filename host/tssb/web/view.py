@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 
-from tinyssb import link
+from tinyssb import entry, link
 
 from tssb.web import server
 from tssb.web.eventlog import POLL_S, Follower
@@ -169,10 +169,23 @@ class WebView:
         if self.h is not None:
             seq = self.h.post(content)     # the node sends it on with its next claims
         else:
-            from tssb.bridge.hostnode import HostNode
-            seq = HostNode(self.ctx.store, self.ctx.identity, self.ctx.events).post(content)
+            seq = self._append_own(content)
             self.index.add_entry(self.ctx.identity.public, seq)
         self._mark(self.own_fid())
+        return seq
+
+    def _append_own(self, content):
+        """Author the next entry of our feed straight into the store (no node here: one
+        would read every feed first). A side chain goes in the same transaction."""
+        ident, store = self.ctx.identity, self.ctx.store
+        with store.transaction():
+            top, prev = store.front(ident.public)
+            au = entry.Author(ident.public, ident.sign, top, bytes(prev))
+            seq, pkt, mid, chunks = au.next(content)
+            store.append(ident.public, seq, pkt, mid)
+            for i, c in enumerate(chunks):
+                store.put_chunk(ident.public, seq, i, c)
+        self.ctx.events.emit("append", feed=ident.public.hex(), seq=seq, own=True)
         return seq
 
     # -- inputs ----------------------------------------------------------------------
