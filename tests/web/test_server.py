@@ -245,3 +245,29 @@ def test_alone_the_event_log_of_another_bridge_is_live(tmp_path):
         assert st["airtime"]["used_ms"] == 184.6 and st["airtime"]["frames"] == 1
         await ws.close()
     _run(tmp_path, body, plan="EU868.a")
+
+
+def test_with_the_bridge_the_logs_past_counts_once(tmp_path):
+    # lines from before the view started (an earlier bridge run) fill the airtime and
+    # traffic history; later board lines reach the view live from the port, not twice
+    from tssb.bridge.hostnode import HostNode
+    from tssb.context import EventLog
+
+    async def main():
+        ctx = Context.open(str(tmp_path))
+        board = EventLog(ctx.events.path, "board7")
+        board.emit("tx", kind="goset", length=109, airtime_ms=100.0)
+        board.emit("drop", reason="radio_crc", length=50)
+        view = WebView(ctx, "127.0.0.1", 0, say=lambda s: None)
+        await view.start(HostNode(ctx.store, ctx.identity, ctx.events))
+        try:
+            board.emit("tx", kind="goset", length=109, airtime_ms=50.0)
+            view.follower.poll()
+            st = view.state()
+            assert st["mode"] == "bridge"
+            assert (st["airtime"]["used_ms"], st["airtime"]["frames"]) == (100.0, 1)
+            assert [r["reason"] for r in st["traffic"]] == ["radio_crc"]
+        finally:
+            await view.close()
+            ctx.close()
+    asyncio.run(main())

@@ -100,6 +100,7 @@ class WebView:
         self.runner = None
         self.tasks = []
         self._dirty = set()
+        self._backlog = False
         self._rows = LogClassifier(self.index, lambda: self._goset()[1])
         if plan is not None:
             self.hub.board["plan"] = plan_limits(plan)
@@ -123,7 +124,11 @@ class WebView:
         for fid in self.ctx.store.feeds():
             self.index.add_feed(fid)
         self.feeds.refresh()
-        self.follower.poll()
+        self._backlog = True      # the log's recent past: traffic and airtime before us
+        try:
+            self.follower.poll()
+        finally:
+            self._backlog = False
         self.runner, guard, port = await server.start(self, self.bind, self.port, self.token)
         host = "[%s]" % self.bind if ":" in self.bind else self.bind
         self.url = "http://%s:%d/" % (host, port) + ("?token=" + self.token if self.token else "")
@@ -215,8 +220,9 @@ class WebView:
             r = _typed(rec, SYNC_FIELDS)
             r["ts"] = rec["ts"] if isinstance(rec.get("ts"), int) else self.hub.clock()
             self.hub.sync(r)
-        elif self.h is None and rec.get("node") != self.ctx.events.node:
-            # alone: a bridge in another process wrote its board's lines here
+        elif (self.h is None or self._backlog) and rec.get("node") != self.ctx.events.node:
+            # board lines a bridge wrote here: alone, from another process; with the
+            # bridge here, only those from before we started (later ones come live)
             handle_board_event(self.hub, rec, rx_row=self._rows)
 
     # -- loops -----------------------------------------------------------------------
