@@ -75,6 +75,14 @@ def test_tap_names_each_packet_and_its_fate():
     n = {x["src"]: x for x in hub.neighbours.rows()}
     assert n["air"]["packets"] == 7 and n["board"]["packets"] == 1
     assert n["air"]["rssi"] == -91
+    # our own long post, echoed back by the board: the entry and its chunks are known
+    seq = h.post(b"our own long post " * 20)
+    own = h.node.author.fid
+    h.receive(h.store.entry(own, seq), port, {"src": "board"})
+    h.receive(h.store.chunk(own, seq, 1), port, {"src": "board"})
+    echo = list(hub.traffic)[-2:]
+    assert [(r["kind"], r["seq"], r.get("cnr"), r["outcome"]) for r in echo] == [
+        ("entry", seq, None, "dup"), ("chunk", seq, 1, "dup")]
 
 
 def test_goset_claims_and_wants_give_agreement_and_peer_fronts():

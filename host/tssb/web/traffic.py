@@ -61,13 +61,18 @@ class Index:
         if c is not None:
             self._put(entry.chunk_hash(bytes(c)), (bytes(fid), seq, cnr))
 
+    def add_stored(self, fid, seq):
+        """Index entry seq and the chunks of its side chain held now (our own posts
+        arrive whole, with no chunk events)."""
+        self.add_entry(fid, seq)
+        for cnr in range(self.store.chunk_count(fid, seq)):
+            self.add_chunk(fid, seq, cnr)
+
     def add_feed(self, fid, per_feed=INDEX_PER_FEED):
         """Index the newest entries of a feed and their chunks."""
         top = self.store.front(fid)[0]
         for seq in range(max(1, top - per_feed + 1), top + 1):
-            self.add_entry(fid, seq)
-            for cnr in range(self.store.chunk_count(fid, seq)):
-                self.add_chunk(fid, seq, cnr)
+            self.add_stored(fid, seq)
 
     def get(self, key):
         return self.items.get(bytes(key))
@@ -180,7 +185,7 @@ class Tap:
     def node_event(self, event, fields):
         row = self._row
         if event == "append":
-            self.index.add_entry(bytes.fromhex(fields["feed"]), fields["seq"])
+            self.index.add_stored(bytes.fromhex(fields["feed"]), fields["seq"])
             self.on_store(fields["feed"])
             if row is not None:
                 row.update(outcome="new", feed=fields["feed"], seq=fields["seq"])

@@ -175,7 +175,7 @@ class WebView:
             seq = self.h.post(content)     # the node sends it on with its next claims
         else:
             seq = self._append_own(content)
-            self.index.add_entry(self.ctx.identity.public, seq)
+            self.index.add_stored(self.ctx.identity.public, seq)
         self._mark(self.own_fid())
         return seq
 
