@@ -13,6 +13,7 @@ from tssb.context import Identity
 from tssb.store import Store
 from tssb.web import eventlog as evmod
 from tssb.web import hub as hubmod
+from tssb.web import feeds as feedsmod
 from tssb.web.feeds import FeedIndex
 from tssb.web.hub import Airtime, Hub, Neighbours
 from tssb.web.rig import author_feed
@@ -238,3 +239,7 @@ def test_feed_names_from_iam_even_when_its_side_chain_comes_later():
     assert s["name"] == ("A long display name " * 3).strip()
     assert idx.refresh() == []
     assert crypto.publickey(SEED_A) == fa
+    # a display name is cut to NAME_MAX (an IAM may hold 64 KiB)
+    fb = author_feed(dst, SEED_B, [bipf.encode(["IAM", "n" * 5000])])
+    (s,) = idx.refresh({fb})
+    assert s["name"] == "n" * feedsmod.NAME_MAX

@@ -9,6 +9,7 @@ whole on every start).
 from tssb import posts
 
 NAME_SCAN = 256    # newest entries of a feed searched for its IAM name
+NAME_MAX = 64      # characters of a display name kept (an IAM may hold 64 KiB)
 PAGE_MAX = 100     # posts per request at most
 PAGE_DEFAULT = 30
 SEQ_MAX = 0xFFFFFFFF
@@ -40,7 +41,7 @@ class FeedIndex:
             if p.kind == posts.PARTIAL:
                 partial = seq     # an IAM may still be arriving in its side chain
             elif p.kind == posts.NAME and p.text.strip():
-                return p.text.strip(), partial
+                return p.text.strip()[:NAME_MAX], partial
         return None, partial
 
     def refresh(self, only=None):

@@ -10,7 +10,7 @@
   const S = {
     csrf: null, me: null, mode: null, feeds: new Map(), selected: null,
     shownFront: 0, oldest: null, loading: false, skew: 0, status: null,
-    syncs: [], gaps: 0, pending: [], paused: false, tries: 0,
+    syncs: [], gaps: 0, paused: false, tries: 0,
   };
   const $ = (id) => document.getElementById(id);
 
@@ -224,8 +224,7 @@
   function onPacket(r) {
     S.traffic.push(r);
     if (S.traffic.length > TRAFFIC_ROWS) S.traffic.shift();
-    if (S.paused) { S.pending.push(r); return; }
-    addRows([r]);
+    if (!S.paused) addRows([r]);
   }
   function redrawTraffic() {
     $("traffic").tBodies[0].replaceChildren();
@@ -234,7 +233,7 @@
   $("drops-only").addEventListener("change", redrawTraffic);
   $("pause").addEventListener("change", () => {
     S.paused = $("pause").checked;
-    if (!S.paused) { S.pending = []; redrawTraffic(); }
+    if (!S.paused) redrawTraffic();
   });
 
   // -- status: neighbours, GOSET, airtime, board -------------------------------------
