@@ -163,6 +163,15 @@ def test_client_queue_is_bounded_and_reports_its_gap():
     assert got[:3] == [["m0"], ["m1"], ["m2"]]
     assert got[3] == [json.dumps({"t": "gap", "skipped": 7}), "m10"]
 
+    async def by_bytes():
+        c = hubmod.Client(limit=100, limit_bytes=1000)
+        for i in range(10):
+            c.offer("x" * 300)
+        assert c.queue.qsize() == 3 and c.bytes == 900 and c.skipped_total == 7
+        await c.next()
+        assert c.bytes == 600
+    asyncio.run(by_bytes())
+
 
 def test_log_rows_name_stored_entries_by_dmx():
     store = Store(":memory:")

@@ -185,7 +185,7 @@ def test_a_stalled_browser_is_bounded_and_a_slow_one_learns_its_gap(tmp_path):
         clients = list(view.hub.clients)
         assert len(clients) == 2
         for c in clients:
-            assert c.queue.qsize() <= hubmod.CLIENT_QUEUE
+            assert c.queue.qsize() <= hubmod.CLIENT_QUEUE and c.bytes <= hubmod.CLIENT_BYTES
             assert c.skipped_total > n // 2
         assert len(view.hub.traffic) == hubmod.TRAFFIC_KEEP
         # the slow one reads now: it gets what was queued, then (when it has caught up

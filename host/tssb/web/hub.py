@@ -21,6 +21,9 @@ TRAFFIC_KEEP = 500
 # Messages queued per browser before it counts as slow and messages for it are skipped.
 # At the benchmark's 20 packets/s this is ~12 s of traffic (rows are ~300 bytes).
 CLIENT_QUEUE = 256
+# ... and bytes: messages differ in size (a feeds update may list every feed), so the
+# count alone would not bound memory. 32 browsers x 1 MiB is the worst case.
+CLIENT_BYTES = 1024 * 1024
 # Browsers connected at once; each costs a queue and a socket (bounds memory).
 MAX_CLIENTS = 32
 # Distinct packet sources remembered (ports, simulator nodes); the least recently
@@ -45,23 +48,26 @@ class Client:
     number skipped before it, so the browser learns where its gap is.
     """
 
-    def __init__(self, limit=CLIENT_QUEUE):
+    def __init__(self, limit=CLIENT_QUEUE, limit_bytes=CLIENT_BYTES):
         self.queue = asyncio.Queue(limit)
+        self.limit_bytes = limit_bytes
+        self.bytes = 0            # queued
         self.skipped = 0          # skipped since the last queued message
         self.skipped_total = 0
 
     def offer(self, text):
-        try:
-            self.queue.put_nowait((self.skipped, text))
-        except asyncio.QueueFull:
+        if self.bytes + len(text) > self.limit_bytes or self.queue.full():
             self.skipped += 1
             self.skipped_total += 1
-        else:
-            self.skipped = 0
+            return
+        self.queue.put_nowait((self.skipped, text))
+        self.bytes += len(text)
+        self.skipped = 0
 
     async def next(self):
         """The next texts to send: a gap notice first when messages were skipped."""
         skipped, text = await self.queue.get()
+        self.bytes -= len(text)
         if skipped:
             return [json.dumps({"t": "gap", "skipped": skipped}), text]
         return [text]
