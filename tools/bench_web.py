@@ -40,7 +40,7 @@ STALLED_CLIENTS = 2
 # Records when each traffic row (data-id) enters the DOM, in Unix ms.
 OBSERVE = """() => {
   window.__seen = {};
-  const body = document.querySelector('#traffic tbody');
+  const body = document.querySelector('#traffic-table tbody');
   new MutationObserver((muts) => {
     const t = performance.timeOrigin + performance.now();
     for (const m of muts) for (const n of m.addedNodes)
@@ -189,13 +189,13 @@ def bench_load(r, browser, seconds, n_browsers):
         time.sleep(min(5.0, max(0.0, seconds - (time.monotonic() - t0))))
         samples.append(rig.rss_bytes(r.pid))
         for p in pages:       # the browsers keep drawing (a hung one would show here)
-            p.evaluate("document.querySelectorAll('#traffic tbody tr').length")
+            p.evaluate("document.querySelectorAll('#traffic-table tbody tr').length")
     rss1 = rig.rss_bytes(r.pid)
     n1 = sent[0]
     elapsed = time.monotonic() - t0
     done.set()
     feeder.join(5)
-    rows = [p.evaluate("document.querySelectorAll('#traffic tbody tr').length") for p in pages]
+    rows = [p.evaluate("document.querySelectorAll('#traffic-table tbody tr').length") for p in pages]
     stop.set()
     th.join(10)
     for p in pages:

@@ -127,7 +127,7 @@ def test_packet_heard_by_the_board_appears_live(setup):
     for i, pkt in enumerate(_neighbour_packets(3)):
         t0 = time.monotonic()
         r.hear(pkt, rssi=-100 + i, snr_db=-2.25)
-        row = page.wait_for_selector('#traffic tr[data-id="%s"]' % fingerprint(pkt),
+        row = page.wait_for_selector('#traffic-table tr[data-id="%s"]' % fingerprint(pkt),
                                      timeout=SEEN_S * 1000)
         assert time.monotonic() - t0 < SEEN_S
         cells = [c.inner_text() for c in row.query_selector_all("td")]
@@ -146,7 +146,7 @@ def test_syncs_and_screenshots_of_every_view(setup):
              rounds=2, bytes_sent=1399, bytes_recv=8697, elements_sent=3, elements_recv=12,
              duration_ms=184.5)
     page.goto(r.url.split("?")[0] + "#syncs")
-    row = page.wait_for_selector("#syncs tbody tr", timeout=10000)
+    row = page.wait_for_selector("#syncs-table tbody tr", timeout=10000)
     cells = [c.inner_text() for c in row.query_selector_all("td")]
     assert cells[1:5] == ["setu", "abababab", "ok", "differential"]
     assert cells[6:8] == ["1399", "8697"]

@@ -211,7 +211,7 @@
     return tr;
   }
   function addRows(rows) {
-    const body = $("traffic").tBodies[0];
+    const body = $("traffic-table").tBodies[0];
     const only = $("drops-only").checked;
     const frag = document.createDocumentFragment();
     for (let i = rows.length - 1; i >= 0; i--) {
@@ -227,7 +227,7 @@
     if (!S.paused) addRows([r]);
   }
   function redrawTraffic() {
-    $("traffic").tBodies[0].replaceChildren();
+    $("traffic-table").tBodies[0].replaceChildren();
     addRows(S.traffic);
   }
   $("drops-only").addEventListener("change", redrawTraffic);
@@ -240,7 +240,7 @@
   function renderStatus() {
     const st = S.status;
     if (!st) return;
-    fill($("neighbours").tBodies[0], st.neighbours.map((n) => row([
+    fill($("neighbours-table").tBodies[0], st.neighbours.map((n) => row([
       n.src, num(n.packets), num(n.bytes), num(n.rssi), num(n.snr), ago(n.last),
       Object.entries(n.kinds).map(([k, v]) => k + " " + v).join(", ")])));
 
@@ -299,7 +299,7 @@
   }
 
   function renderSyncs() {
-    fill($("syncs").tBodies[0], S.syncs.slice().reverse().map((s) => row([
+    fill($("syncs-table").tBodies[0], S.syncs.slice().reverse().map((s) => row([
       clock(s.ts), s.proto, short(s.peer), { text: s.ok ? "ok" : "failed" + (s.reason ? ": " + s.reason : ""), cls: s.ok ? "yes" : "no" },
       s.mode, num(s.rounds), num(s.bytes_sent), num(s.bytes_recv), num(s.elements_sent),
       num(s.elements_recv), num(s.duration_ms === undefined ? null : Math.round(s.duration_ms))])));
