@@ -87,9 +87,9 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
         say: progress output.
         ble: Bluetooth addresses of boards to keep connected to (bleak);
             ble_factory: a BleakClient stand-in (tests).
-        web: a view started once the ports are up and closed at the end (tssb.web's
-            BridgeView): object with async start(hostnode, board_port, serial_link) and
-            async close().
+        web: a view started once the ports are up and closed at the end
+            (tssb.web.view.WebView): object with async start(hostnode, board_port,
+            serial_link) and async close().
     Returns:
         dict of final counters.
     """
