@@ -252,3 +252,20 @@ def test_feed_names_from_iam_even_when_its_side_chain_comes_later():
     fb = author_feed(dst, SEED_B, [bipf.encode(["IAM", "n" * 5000])])
     (s,) = idx.refresh({fb})
     assert s["name"] == "n" * feedsmod.NAME_MAX
+
+
+def test_a_fault_in_the_view_never_stops_the_node(monkeypatch):
+    from tssb.web import traffic
+    h, hub, index, _ = _host_with_tap()
+    src = MemStore()
+    fa = author_feed(src, SEED_A, [b"one"])
+    h.node.follow(fa)
+
+    def broken(*a):
+        raise RuntimeError("view bug")
+    monkeypatch.setattr(traffic, "classify", broken)
+    monkeypatch.setattr(hub, "packet", broken)
+    h.receive(src.entry(fa, 1), Port(), {"src": "air"})
+    assert h.store.front(fa)[0] == 1          # stored all the same
+    tap = next(w.__self__ for w in h.watchers)
+    assert tap.errors >= 1

@@ -14,10 +14,13 @@ the event log into a coarser row for `tssb web` running alone.
 import collections
 import hashlib
 import json
+import logging
 
 from tinyssb import entry, goset, vectors
 from tinyssb.dmx import GOSET_DMX, entry_dmx
 from tinyssb.errors import WireError
+
+log = logging.getLogger("tssb.web")
 
 # Stored entries (by DMX) and chunks (by hash) remembered to name duplicates; a
 # duplicate is almost always recent (a neighbour re-sending what it just got).
@@ -147,7 +150,8 @@ class TeeEvents:
 class Tap:
     """Traffic of the host node's ports as rows for the hub (bridge in this process).
 
-    Wire it with `attach(hostnode)`; board event lines go to `board_line(line)`.
+    Wire it with `attach(hostnode)`. A fault here is logged and counted, never raised:
+    the view must not stop the node from handling a packet.
     Args:
         hub: tssb.web.hub.Hub.  index: Index over the host store.
         on_store: function(fid hex) called when an entry or chunk of a feed was stored.
@@ -159,7 +163,7 @@ class Tap:
         self.on_store = on_store or (lambda fid: None)
         self.node = None
         self._row = None
-        self._stored = None
+        self.errors = 0
 
     def attach(self, hostnode):
         self.node = hostnode.node
@@ -169,9 +173,19 @@ class Tap:
         hostnode.listeners.append(self.before)
         hostnode.watchers.append(self.after)
 
-    # HostNode listener: before the node sees the packet
     def before(self, port_name, direction, pkt, info):
-        info = info or {}
+        """HostNode listener: before the node sees the packet."""
+        try:
+            self._row = self._open(port_name, pkt, info or {})
+        except Exception:       # noqa: BLE001 (a bug here must not reach the node)
+            self._fault()
+            self._row = None
+
+    def _fault(self):
+        self.errors += 1
+        log.exception("web view: packet not shown")
+
+    def _open(self, port_name, pkt, info):
         row = classify(pkt, self.node, self.index)
         src = info.get("src") or port_name
         row.update(ts=self.hub.clock(), id=fingerprint(pkt), len=len(pkt),
@@ -179,11 +193,16 @@ class Tap:
         if "rssi" in info:
             row["rssi"] = info["rssi"]
             row["snr"] = info["snr"]
-        self._row = row
+        return row
 
-    # the node's events while it handles the packet (and at other times)
     def node_event(self, event, fields):
-        row = self._row
+        """The node's events, while it handles a packet and at other times."""
+        try:
+            self._event(self._row, event, fields)
+        except Exception:       # noqa: BLE001
+            self._fault()
+
+    def _event(self, row, event, fields):
         if event == "append":
             self.index.add_stored(bytes.fromhex(fields["feed"]), fields["seq"])
             self.on_store(fields["feed"])
@@ -202,21 +221,22 @@ class Tap:
             row["outcome"] = "dropped"
             row["reason"] = fields.get("reason")
 
-    # HostNode watcher: after the node handled the packet
     def after(self, port_name, pkt, info):
+        """HostNode watcher: after the node handled the packet."""
         row, self._row = self._row, None
-        if row is None:
-            return
+        if row is not None:
+            try:
+                self._close(row)
+            except Exception:   # noqa: BLE001
+                self._fault()
+
+    def _close(self, row):
         stored = row.pop("stored", False)
         if row.get("outcome") == "dropped" and stored and row.get("reason") == "unknown_dmx":
             row["outcome"] = "dup"      # we hold it already: the node had no use for it
             row.pop("reason")
         row.setdefault("outcome", "ok")
         self.hub.packet(row)
-
-    def board_line(self, line):
-        """A board event line: airtime of its transmissions, waits, radio-layer drops."""
-        handle_board_event(self.hub, line)
 
 
 def handle_board_event(hub, line, rx_row=None):
