@@ -17,9 +17,7 @@ Needs Debian's chromium (make browser).
 import argparse
 import asyncio
 import json
-import os
 import random
-import statistics
 import sys
 import tempfile
 import threading

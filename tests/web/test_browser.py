@@ -3,7 +3,6 @@ against `tssb web --serial PTY` on loopback, driven by a simulated board on a
 pseudo-terminal (tssb.web.rig). Screenshots of each view go to $TSSB_WEB_SHOTS
 (default out/web) for docs/web.md.
 """
-import json
 import os
 import time
 

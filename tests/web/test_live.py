@@ -17,7 +17,7 @@ from tssb.web import feeds as feedsmod
 from tssb.web.feeds import FeedIndex
 from tssb.web.hub import Airtime, Hub, Neighbours
 from tssb.web.rig import author_feed
-from tssb.web.traffic import Index, LogClassifier, Tap, classify, handle_board_event
+from tssb.web.traffic import Index, LogClassifier, Tap, handle_board_event
 
 SEED_A = b"\x0a" * 32
 SEED_B = b"\x0b" * 32

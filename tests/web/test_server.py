@@ -215,7 +215,7 @@ def test_a_stalled_browser_is_bounded_and_a_slow_one_learns_its_gap(tmp_path):
 
 def test_alone_the_event_log_of_another_bridge_is_live(tmp_path):
     # `tssb web` alone on a home where a `tssb bridge` in another process logs its board
-    from tssb.context import EVENT_FILE, EventLog
+    from tssb.context import EventLog
     from tssb.web.rig import author_feed
 
     async def body(view, s, base):
