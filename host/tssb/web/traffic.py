@@ -182,8 +182,10 @@ class Tap:
             self._row = None
 
     def _fault(self):
+        # one line for the user; the traceback at debug level (-v) for a bug report
         self.errors += 1
-        log.exception("web view: packet not shown")
+        log.warning("web view: a packet could not be shown (%d so far)", self.errors)
+        log.debug("web view fault", exc_info=True)
 
     def _open(self, port_name, pkt, info):
         row = classify(pkt, self.node, self.index)
