@@ -24,7 +24,9 @@ XSS_POST = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</scri
 XSS_NAME = "Board <b>One</b><script>window.__pwned=3</script>"
 LONG_POST = ("a side-chained post, line %d. " * 12) % tuple(range(12))
 VIEWS = ("feeds", "traffic", "neighbours", "goset", "airtime", "syncs")
-SEEN_S = 5.0          # a packet the board hears is in the page within this (p95 ~40 ms)
+SEEN_S = 10.0         # a packet the board hears is in the page within this (bench: p95
+                      # 5-63 ms; the margin is for a loaded 2-core machine)
+WAIT_MS = 20000       # page updates (selectors) under the same load
 REPLICATE_S = 60.0    # board <-> host replication over the pty at the board's 4x clock
 
 
@@ -66,7 +68,7 @@ def _feed_item(page, fid):
 def test_page_loads_clean_and_shows_the_boards_feed(setup):
     r, page, problems, requests = setup
     page.goto(r.url)
-    page.wait_for_selector("#live.on", timeout=10000)
+    page.wait_for_selector("#live.on", timeout=WAIT_MS)
     # the board's feed reaches the host over the bridge and appears in the list
     _feed_item(page, r.fid).wait_for(timeout=REPLICATE_S * 1000)
     # every entry and side-chain chunk (the name is in a side chain too)
@@ -83,9 +85,9 @@ def test_mesh_html_shows_as_text_and_runs_nothing(setup):
     r, page, problems, _ = setup
     item = _feed_item(page, r.fid)
     item.wait_for(timeout=REPLICATE_S * 1000)
-    assert rig.wait(lambda: XSS_NAME in item.inner_text(), 5)   # the IAM name, literally
+    assert rig.wait(lambda: XSS_NAME in item.inner_text(), WAIT_MS / 1000)   # literally
     item.click()
-    page.wait_for_selector('#posts li[data-seq="3"]', timeout=10000)
+    page.wait_for_selector('#posts li[data-seq="3"]', timeout=WAIT_MS)
     assert page.locator('#posts li[data-seq="3"] .text').inner_text() == XSS_POST
     assert page.locator('#posts li[data-seq="4"] .text').inner_text() == LONG_POST
     assert page.locator("#posts img, #posts script, #feed-list b").count() == 0
@@ -98,7 +100,7 @@ def test_post_from_the_form_reaches_list_store_and_board(setup):
     text = "hello from the browser <i>not italic</i> & co"
     page.fill("#post-text", text)
     page.click("#post-send")
-    page.wait_for_selector("#post-msg:has-text('posted #1')", timeout=10000)
+    page.wait_for_selector("#post-msg:has-text('posted #1')", timeout=WAIT_MS)
     first = page.locator("#posts li").first
     assert first.get_attribute("data-seq") == "1"
     assert first.locator(".text").inner_text() == text
@@ -122,7 +124,7 @@ def test_post_from_the_form_reaches_list_store_and_board(setup):
 def test_packet_heard_by_the_board_appears_live(setup):
     r, page, problems, _ = setup
     page.goto(r.url.split("?")[0] + "#traffic")
-    page.wait_for_selector("#live.on", timeout=10000)
+    page.wait_for_selector("#live.on", timeout=WAIT_MS)
     for i, pkt in enumerate(_neighbour_packets(3)):
         t0 = time.monotonic()
         r.hear(pkt, rssi=-100 + i, snr_db=-2.25)
@@ -145,7 +147,7 @@ def test_syncs_and_screenshots_of_every_view(setup):
              rounds=2, bytes_sent=1399, bytes_recv=8697, elements_sent=3, elements_recv=12,
              duration_ms=184.5)
     page.goto(r.url.split("?")[0] + "#syncs")
-    row = page.wait_for_selector("#syncs-table tbody tr", timeout=10000)
+    row = page.wait_for_selector("#syncs-table tbody tr", timeout=WAIT_MS)
     cells = [c.inner_text() for c in row.query_selector_all("td")]
     assert cells[1:5] == ["setu", "abababab", "ok", "differential"]
     assert cells[6:8] == ["1399", "8697"]
@@ -153,7 +155,7 @@ def test_syncs_and_screenshots_of_every_view(setup):
     os.makedirs(out, exist_ok=True)
     page.goto(r.url.split("?")[0] + "#feeds")
     _feed_item(page, r.fid).click()
-    page.wait_for_selector('#posts li[data-seq="4"]', timeout=10000)
+    page.wait_for_selector('#posts li[data-seq="4"]', timeout=WAIT_MS)
     for i, pkt in enumerate(_neighbour_packets(4)):
         r.hear(pkt, rssi=-95 - 3 * i, snr_db=4.5 - i)
     for v in VIEWS:

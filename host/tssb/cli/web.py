@@ -1,10 +1,10 @@
 """`tssb web`: the live view in a browser, alone on the store or with a bridged board."""
-import asyncio
+import logging
 import secrets
-import sys
 
-from tssb.cli import CliError
-from tssb.context import Context, add_home_option
+from tssb.cli import EXIT_FAILURE, CliError, _board as board, open_home, run_async
+
+log = logging.getLogger("tssb.web")
 
 
 def register(subparsers):
@@ -18,8 +18,8 @@ def register(subparsers):
                     "packet shows its feed, seq and fate; without it the view reads the "
                     "store and follows the event log a `tssb bridge` elsewhere writes. "
                     "Serves 127.0.0.1 unless --bind says otherwise; beyond loopback an "
-                    "access token is required and printed in the URL.")
-    add_home_option(p)
+                    "access token is required and printed in the URL. Prints the URL on "
+                    "stdout; Ctrl-C stops.")
     p.add_argument("--port", type=int, default=None, metavar="N",
                    help="HTTP port (default 8558; 0: any free port)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
@@ -34,7 +34,15 @@ def register(subparsers):
     p.add_argument("--token", action="store_true",
                    help="require the access token on loopback too")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, log_default="info")
+
+
+def _say_url(line):
+    # the URL is the command's result: on stdout, whatever the log level
+    if line.startswith("web view on "):
+        print(line, flush=True)
+    else:
+        log.info("%s", line)
 
 
 def run(args):
@@ -43,6 +51,8 @@ def run(args):
     port = DEFAULT_PORT if args.port is None else args.port
     if not 0 <= port <= 65535:
         raise CliError("--port must be 0..65535")
+    if args.duration is not None and not args.duration > 0:
+        raise CliError("--duration must be positive")
     if args.plan is not None and plan_limits(args.plan) is None:
         from tssbfw import regions
         raise CliError("unknown plan %r (one of %s)" % (args.plan, ", ".join(regions.names())))
@@ -54,26 +64,27 @@ def run(args):
         try:
             first = ports.choose(name)
         except ports.PortChoiceError as e:
-            raise CliError(str(e).replace("--port", "--serial PORT"))
+            raise CliError(str(e).replace("--port", "--serial PORT"), EXIT_FAILURE)
+        if name:
+            board.check_port(name, args.baud)
+        # after an unplug the board may come back under another name: re-detect then
         resolve = (lambda: name) if name else (lambda: ports.choose(None))
-        print("board port %s" % first, flush=True)
-    ctx = Context.open(args.home)
-
-    def say(line):        # one write per line: the serial thread says things too
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-    view = WebView(ctx, args.bind, port, token, args.plan, say=say)
+        log.info("board port %s", first)
+    ctx = open_home(args)
+    view = WebView(ctx, args.bind, port, token, args.plan, say=_say_url)
     try:
         if resolve is None:
-            asyncio.run(view.run_alone(args.duration))
+            run_async(view.run_alone(args.duration))
         else:
             from tssb.bridge import runner
-            asyncio.run(runner.run(ctx, resolve, args.baud, duration=args.duration, say=say,
-                                   web=view))
+            run_async(runner.run(ctx, resolve, args.baud, duration=args.duration,
+                                 say=log.info, web=view))
     except KeyboardInterrupt:
-        return 130
+        pass             # Ctrl-C is how a server is stopped
     except OSError as e:
-        raise CliError("cannot serve on %s:%d: %s" % (args.bind, port, e.strerror or e))
+        raise CliError("cannot serve on %s:%d: %s (is another server using the port?)"
+                       % (args.bind, port, e.strerror or e), EXIT_FAILURE)
     finally:
         ctx.close()
+    log.info("stopped")
     return 0

@@ -96,7 +96,7 @@ class Rig:
 
     def start(self):
         self.board.start()
-        cmd = [sys.executable, "-m", "tssb", "web", "--home", self.home, "--port", "0",
+        cmd = [sys.executable, "-m", "tssb", "web", "--home", self.home, "--init", "--port", "0",
                "--serial", self.board.port_name] + self.extra_args
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True)

@@ -120,7 +120,8 @@ class WebView:
                     sink(line)
                 handle_board_event(self.hub, line)
             board_port.on_event = on_event
-        self.ctx.store.add_feed(self.ctx.identity.public)   # listed (and postable) at once
+        if not self.ctx.store.has_feed(self.ctx.identity.public):
+            self.ctx.store.add_feed(self.ctx.identity.public)   # listed and postable at once
         for fid in self.ctx.store.feeds():
             self.index.add_feed(fid)
         self.feeds.refresh()
