@@ -19,6 +19,7 @@ import logging
 from tinyssb import entry, goset, vectors
 from tinyssb.dmx import GOSET_DMX, entry_dmx
 from tinyssb.errors import WireError
+from tinyssb.node import NO_WANT
 
 log = logging.getLogger("tssb.web")
 
@@ -84,8 +85,8 @@ class Index:
 def classify(pkt, node, index):
     """What a packet is, judged against the host node's tables before it handles it.
 
-    Returns: dict with kind (claim, novelty, goset, want, chnk, entry, chunk, pkt120,
-    vector), and where known feed (hex), seq, cnr, stored (True: we already hold it),
+    Returns: dict with kind (claim, novelty, goset, gosetx, want, chnk, entry, chunk,
+    pkt120, vector), and where known feed (hex), seq, cnr, stored (True: we already hold it),
     claim, fronts, state (see Hub.packet).
     """
     d = bytes(pkt[:7])
@@ -98,18 +99,24 @@ def classify(pkt, node, index):
         if n == goset.NOVELTY_LEN and pkt[7] == goset.NOVELTY:
             return {"kind": "novelty", "feed": pkt[8:40].hex()}
         return {"kind": "goset"}
-    g = node.goset
-    if d == node.want_dmx or d == node.chnk_dmx:
-        out = {"kind": "want" if d == node.want_dmx else "chnk", "state": g.state.hex()}
-        if d == node.want_dmx and g.keys:
+    ext = getattr(node, "ext", None)
+    if ext is not None and d == ext.dmx:
+        return {"kind": "gosetx"}          # our nodes' coded-symbol GOSET extension
+    hit = node.spaces.lookup(d)
+    if hit is not None:
+        # WANT/CHNK keyed by a set we know (our GOSET, our announced keys, a neighbour's)
+        sp, is_want = hit
+        out = {"kind": "want" if is_want else "chnk", "state": sp.state.hex()}
+        if is_want and sp.keys:
             try:
                 offs, seqs = vectors.decode_want(pkt)
             except WireError:
                 return out
-            keys = g.keys
+            keys = sp.keys
             # a WANT asks for each feed's next seq: the sender holds seq - 1
+            # (NO_WANT marks a feed the sender does not replicate)
             out["fronts"] = {keys[(offs + i) % len(keys)].hex(): s - 1
-                             for i, s in enumerate(seqs[:len(keys)]) if s >= 1}
+                             for i, s in enumerate(seqs[:len(keys)]) if 1 <= s < NO_WANT}
         return out
     if n != entry.PKT_LEN:
         return {"kind": "vector"}   # WANT/CHNK of another GOSET state, or unknown
