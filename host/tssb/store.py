@@ -217,6 +217,10 @@ class Store:
     def has_feed(self, fid):
         return self._one("SELECT 1 FROM feeds WHERE fid=?", (bytes(fid),)) is not None
 
+    def recent_feeds(self):
+        """Feed IDs, most recently added first (the node's GOSET capacity policy)."""
+        return [r[0] for r in self._q("SELECT fid FROM feeds ORDER BY added_ts DESC, fid")]
+
     def front(self, fid):
         """Returns: (max_seq, mid of max_seq), or (0, FID[0:20]) for an empty feed.
 
@@ -248,6 +252,11 @@ class Store:
 
     def entry(self, fid, seq):
         row = self._one("SELECT pkt FROM entries WHERE fid=? AND seq=?", (bytes(fid), seq))
+        return None if row is None else row[0]
+
+    def mid(self, fid, seq):
+        """The message id of entry `seq`, or None if absent."""
+        row = self._one("SELECT mid FROM entries WHERE fid=? AND seq=?", (bytes(fid), seq))
         return None if row is None else row[0]
 
     def put_chunk(self, fid, seq, cnr, chunk):
