@@ -68,11 +68,13 @@ DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 
 PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
 MAX_RL_SYMBOLS = 1 << 20  # most symbols one operation streams or accepts
 MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up ("symbols never decode")
-SEARCH_MAX_TESTS = 1 << 19    # checksum tests per own-key search (about 0.5 s of SHA-256 in
-                              # CPython; a search at n = 10^6, d = 1000 needs ~4 x 10^5)
-SEARCH_MAX_SECONDS = 1.5      # ... and wall time (checked between passes): the sync of a 10^6
-                              # set must stay under 2 s (issue 16)
-SEARCH_MAX_PASSES = 32        # passes over the symbols that changed (each resolve peels on)
+SEARCH_MAX_TESTS = 1 << 20    # checksum tests per own-key search (~1 us each in CPython; a
+                              # search at n = 10^6 needed 0.3-1 x 10^6)
+SEARCH_MAX_SECONDS = 1.2      # ... and wall time (checked between passes of <= 2^16 tests):
+                              # a sync of a 10^6 set must stay under 2 s (issue 16)
+SEARCH_CHUNKS = 16            # a pass tests at most 1/16 of the budget, the symbols that
+SEARCH_MIN_CHUNK = 4096       # changed first (each resolve peels on), then untested ones
+SEARCH_MAX_PASSES = 96        # passes in all
 SEARCH_MIN_SYMBOLS = 0.75     # symbols per remaining key below which a search cannot succeed
                               # (measured: none decoded below ~0.8)
 STREAM_ESTIMATE_POINTS = 512  # exact comparisons the initiator's estimate of d uses
@@ -266,8 +268,9 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
     the bound moves down as keys are found; a candidate's highest index always), sparsest
     first: the rest must be one key, ours or the peer's, whose checksum matches and that maps
     there (one SHA-256 per test).
-    Each hit is resolved (codedsym.Decoder.resolve), which peels on; passes repeat on the
-    symbols that changed until nothing moves, `max_tests` checksum tests are spent or the
+    Each hit is resolved (codedsym.Decoder.resolve), which peels on; passes of at most
+    max_tests / SEARCH_CHUNKS tests take the symbols that changed first (the peeling wave),
+    then pairs not tested yet, until none is left, `max_tests` checksum tests are spent or the
     time.monotonic() `deadline` (checked between passes) has passed.
     This brings the stream a decode needs from about 1.4-1.7 symbols per difference down
     to about 0.9-1.1 (measured; docs/setu.md).
@@ -290,13 +293,18 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
     pos, idx = pos[order], idx[order]
     always = idx < lo0                                # a candidate's top index: always tested
     tested = np.zeros(len(pos), dtype=np.uint64)     # symbol value at the last test
+    gone = np.zeros(len(items), dtype=bool)          # keys resolved
     mask = (1 << (8 * KEY_LEN)) - 1
     found = tests = 0
+    chunk = max(SEARCH_MIN_CHUNK, max_tests // SEARCH_CHUNKS)
     for _ in range(SEARCH_MAX_PASSES):
         cur = _residual_sums(dec)[idx]
         known = len(dec.remote_keys) + len(dec.local_keys)
-        todo = np.nonzero((cur != 0) & (cur != tested) & ((idx >= lo_for(known)) | always))[0]
-        todo = todo[:max_tests - tests]
+        live = (cur != 0) & ((idx >= lo_for(known)) | always) & ~gone[pos]
+        # symbols a resolve changed first (the peeling wave), then untested pairs
+        todo = np.concatenate((np.nonzero(live & (tested != 0) & (cur != tested))[0],
+                               np.nonzero(live & (tested == 0))[0]))
+        todo = todo[:min(chunk, max_tests - tests)]
         if not len(todo):
             break
         tests += len(todo)
@@ -304,7 +312,6 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
         rb = (cur[todo] ^ items[pos[todo]]).astype("<u8").tobytes()
         pure = [sha256(rb[o:o + KEY_LEN]).digest()[4:4 + CODEC.chk_len] == rb[o + KEY_LEN:o + 8]
                 for o in range(0, len(rb), 8)]
-        progress = False
         for t in np.nonzero(pure)[0]:
             k = todo[t]
             i = int(idx[k])
@@ -314,12 +321,11 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
             if i not in codedsym.indices(rb[8 * t:8 * t + KEY_LEN], i + 1):
                 continue                  # a false purity: the key does not map here
             got = dec.resolve((int(items[pos[k]]) & mask).to_bytes(KEY_LEN, "little"), -1)
+            gone[pos[k]] = True
             found += got
-            progress = progress or got > 0
             if dec.done:
                 return found, tests
-        if not progress or tests >= max_tests or \
-                deadline is not None and time.monotonic() > deadline:
+        if tests >= max_tests or deadline is not None and time.monotonic() > deadline:
             break
     return found, tests
 
