@@ -265,6 +265,8 @@ def test_symbols_that_never_decode_are_cut_off():
     # stream stays within a few times the sets' size
     assert e.value.reason in ("symbols never decode", "too many symbols")
     assert b.stats["symbols_sent"] <= 3 * (len(A) + len(B)) + 64
+    # junk makes the initiator search its own keys: within one operation's budget
+    assert a.stats["search_tests"] <= RATELESS.rl_search_tests
 
 
 def test_absurd_sizes_and_counts():
@@ -499,3 +501,27 @@ def test_tssb_sync_rateless_end_to_end(tmp_path, capsys):
         t.join(10)
     assert ca.store.front(cb.identity.public)[0] == 1
     assert cb.store.front(ca.identity.public)[0] == 3
+
+
+def test_a_peer_claiming_a_common_key_as_found_is_cut_off():
+    # R's second flight wants a key both sides hold, as if its decode had found it: the
+    # initiator peels a key that is not in the difference, and the operation ends with a
+    # stable reason, never with a wrong union.
+    A, B = make_sets(2000, 60, 60, seed=7)
+    A.rateless(RL.prefix_length(len(A)))
+    B.rateless(RL.prefix_length(len(B)))
+    common = next(k for k in A.rateless_keys() if B.has_rateless_key(k))
+
+    def lie(direction, msg):
+        if direction != "ba" or msg[2:4] != C.MSG_RL.to_bytes(2, "big"):
+            return [msg]
+        flags, secs = RL.parse(msg)
+        if not any(t == RL.SEC_RESIDUAL for t, _ in secs):     # the streamed F2
+            return [msg]
+        return _rl_msg([(RL.SEC_WANTS, common)] + secs, flags)
+
+    a = Reconciler(A, True, RATELESS)
+    b = Reconciler(B, False, Config())
+    with pytest.raises(SetuError) as e:
+        pump(a, b, lie)
+    assert e.value.reason in ("unrequested element", "symbols never decode", "too many symbols")
