@@ -386,7 +386,7 @@ class RatelessMachine:
         self._given = set()         # keys whose elements we sent
         self._early_wants = []      # I: keys R wanted before it had decoded everything
         self._recv_keys = set()     # keys of elements received in this operation
-        self._raw = []              # (index, equal to ours) of the symbols received
+        self._raw = []              # (start, equal to ours per symbol) of symbols received
         stats.update(mode="rateless", profile="rateless", symbols_sent=0, symbols_recv=0,
                      assisted=0, search_tests=0,
                      prefix=self.prefix.m, prefix_extended=False, fallback=None, rounds=0,
@@ -586,8 +586,8 @@ class RatelessMachine:
             stop = start + len(data) // SYMBOL_SIZE
             self._ensure_prefix(stop)
             # which symbols differ before peeling: the exact observations of the estimator
-            same = np.frombuffer(data, dtype="<u8") == self.prefix.sums[start:stop]
-            self._raw.extend(zip(range(start, stop), same.tolist()))
+            self._raw.append((start, np.frombuffer(data, dtype="<u8")
+                              == self.prefix.sums[start:stop]))
             self._feed(self.dec.add, start, data)
             self.stats["symbols_recv"] += len(data) // SYMBOL_SIZE
 
@@ -619,10 +619,15 @@ class RatelessMachine:
     def _stream_estimate(self):
         """The difference's size from which received symbols were equal to ours (exact, so
         far tighter than the probes'), for sizing the own-key search."""
-        obs = self._raw[::max(1, len(self._raw) // STREAM_ESTIMATE_POINTS)]
+        if not self._raw:
+            return 0
+        idx = np.concatenate([np.arange(a, a + len(v)) for a, v in self._raw])
+        same = np.concatenate([v for _, v in self._raw])
+        step = max(1, len(idx) // STREAM_ESTIMATE_POINTS)
         found = len(self.dec.remote_keys) + len(self.dec.local_keys)
         hi = max(found + 1, 8 * self.dec.received)
-        return estimate_difference([(i, same, 0.0) for i, same in obs], found + 1, hi)
+        return estimate_difference([(int(i), bool(e), 0.0) for i, e in
+                                    zip(idx[::step], same[::step])], found + 1, hi)
 
     def _i_on_more_symbols(self, flags, secs):
         self._only(secs, (SEC_SYMBOLS,))
