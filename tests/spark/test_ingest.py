@@ -5,7 +5,7 @@ import os
 import pytest
 
 from scenario import Scenario, hexid, line
-from test_schema_contract import BAD_LINES, GOOD_LINES
+from test_schema_contract import BAD_LINES, GOOD_LINES, _emit_all, _with
 from tssb_spark import ingest, schema
 
 
@@ -33,6 +33,46 @@ def test_spark_and_python_validators_agree(spark):
     row = (ingest.classify(df, schema.Catalog()).where(F.col("value") == GOOD_LINES[2])
            .select("v", "freq_khz", "rssi", "node").first())
     assert (row["v"], row["freq_khz"], row["rssi"], row["node"]) == (2, 868300, -120.0, "n")
+
+
+# Lines built to slip past a single typed parse: each hides a key or a type behind
+# something the JSON parser forgives. The fast check must send every one to the exact check.
+TRICKY = [
+    _with(node=5, event="tx", n=KeyError, kind="entry", length=1, airtime_ms="NaN"),
+    _with(node=5, event="rx", n=KeyError, kind="entry", length=1, rssi="-1"),
+    _with() + " 5}",
+    _with()[:-1] + ', "n": 2}',                   # duplicate key
+    _with()[:-1] + ', "zz": {"n": 2}}',           # nested unknown key
+    _with(n={"a": 1}),
+    _with(n=None),
+    _with(own=True),                              # a known field the event does not allow
+    _with(node=True),
+    _with(id=["a"]),
+    "{'v': 1, 'id': 'n:r:1', 'ts': 1735689600000, 'node': 'n', 'event': 'want', 'n': 2}",
+    _with(event="sync_done", n=KeyError, proto="setu", peer="ab" * 32, ok=True, reason=7,
+          mode='"'),
+    _with(event="tx", n=KeyError, kind="entry", length=2147483648, airtime_ms=1.0),
+    _with(event="drop", n=KeyError, reason="a\\u0022b"),
+]
+
+
+def test_fast_check_accepts_only_what_the_exact_rules_accept(spark):
+    from pyspark.sql import functions as F
+    cat = schema.Catalog()
+    lines = [l for l, _ in BAD_LINES] + GOOD_LINES + TRICKY + _emit_all()
+    df = spark.createDataFrame([(l, "mem") for l in lines], "value string, source_file string")
+    fast = {r["value"]: r["_ok"] for r in
+            ingest.stage_rows(df, cat)[0].select("value", "_ok").collect()}
+    exact = {r["value"]: list(r["_reasons"]) for r in
+             ingest.classify(df, cat).select("value", "_reasons").collect()}
+    for l in lines:
+        if fast[l]:
+            assert exact[l] == [], l
+            assert schema.validate_line(l, cat)[1] == [], l
+    # Everything the real writer produces takes the one-parse path.
+    assert all(fast[l] for l in _emit_all())
+    assert not any(fast[l] for l in TRICKY)
+    assert fast[GOOD_LINES[0]] and fast[GOOD_LINES[1]] and not fast[GOOD_LINES[3]]
 
 
 def test_quarantine_keeps_raw_line_file_and_reason(spark, tmp_path):
