@@ -385,7 +385,7 @@ class Simulator:
                 continue
             self.delivered += 1
             rb = self.boards[j]
-            rb.fw.on_rx(RxFrame(frame, rx.rssi, m.snr(rx.rssi)), now)
+            rb.fw.on_rx(RxFrame(frame, rx.rssi, m.snr(rx.rssi), b.name), now)
             self._reschedule(rb)
 
     # -- results -----------------------------------------------------------------------
