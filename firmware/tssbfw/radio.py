@@ -125,7 +125,7 @@ class RadioPort:
                              length=n, rssi=getattr(rx, "rssi", None),
                              snr=None if snr is None else snr / 4,
                              airtime_ms=plan_airtime_ms(self.plan, n), pkt=packet_id(pkt),
-                             src=getattr(rx, "src", None))
+                             src=getattr(rx, "src", None), freq_khz=_khz(self.plan))
         return pkt
 
     def sent(self, frame):
@@ -137,7 +137,13 @@ class RadioPort:
             pkt = frame[:n - 4]
             self.events.emit("tx", dmx=hexlify(frame[:7]).decode(), kind=kind_of(pkt),
                              length=n, airtime_ms=plan_airtime_ms(self.plan, n),
-                             pkt=packet_id(pkt))
+                             pkt=packet_id(pkt), freq_khz=_khz(self.plan))
+
+
+def _khz(plan):
+    # freq_khz on tx/rx: the report reads the region's duty-cycle rule from it
+    f = plan.get("freq")
+    return f // 1000 if f else None
 
 
 GOSET_DMX = b"\x61\x3d\xfa\x70\xc4\x7a\xba"  # SHA256("tinySSB-0.1 GOset 1")[0:7]

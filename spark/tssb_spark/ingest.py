@@ -39,6 +39,7 @@ import time
 import uuid
 
 from tssb_spark import schema as S
+from tssb_spark import tail as TAIL
 
 # Spark JSON options: strict numbers (NaN/Infinity are not JSON; schema.py agrees).
 JSON_OPTIONS = {"mode": "PERMISSIVE", "allowNonNumericNumbers": "false",
@@ -276,6 +277,27 @@ def read_stream(spark, input_dir, max_files_per_trigger):
             .option("pathGlobFilter", FILE_GLOB)
             .option("maxFilesPerTrigger", str(max_files_per_trigger)).load(input_dir)
             .select("value", F.col("_metadata.file_path").alias("source_file")))
+
+
+def read_copies(spark, copies):
+    """Returns: DataFrame(value, source_file) of tail copies, each line credited to the
+    live file it was copied from (tail.collect)."""
+    from pyspark.sql import functions as F
+    names = []
+    for dest, live in copies:
+        names += [F.lit(os.path.basename(dest)), F.lit(_file_uri(live))]
+    return (spark.read.format("text").load([d for d, _ in copies])
+            .select("value", F.element_at(F.create_map(*names), F.regexp_extract(
+                F.col("_metadata.file_path"), "[^/]+$", 0)).alias("source_file")))
+
+
+def _file_uri(path):
+    # The form Spark gives _metadata.file_path for a local file.
+    return "file://" + os.path.abspath(path)
+
+
+def _local(path):
+    return "://" not in path or path.startswith("file:")
 
 
 def _exists(spark, path):
@@ -524,7 +546,9 @@ def ingest(spark, input_dir, lake, mode="stream", max_version=None,
       max_files_per_trigger: files per micro-batch in stream mode.
       progress: optional callable(str) for progress messages.
     Returns:
-      The counts dict (see new_stats), also appended to LAKE/_ingest_runs.jsonl.
+      The counts dict (see new_stats), also appended to LAKE/_ingest_runs.jsonl. Lines
+      appended to live files (*.jsonl.live, local input) since the last run are included
+      (tail.py).
     Raises:
       ValueError: unknown mode or missing input directory.
     """
@@ -551,6 +575,12 @@ def ingest(spark, input_dir, lake, mode="stream", max_version=None,
         q.awaitTermination()
         if q.exception() is not None:  # pragma: no cover - awaitTermination raises first
             raise q.exception()
+    if _local(input_dir) and _local(lake):
+        copies, state = TAIL.collect(input_dir, lake)
+        if copies:
+            say("ingest (live files): %d with new lines" % len(copies))
+            process(spark, read_copies(spark, copies), lake, catalog, stats)
+        TAIL.commit(lake, state, copies)
     stats["mode"] = mode
     stats["schema_version"] = catalog.max_version
     stats["seconds"] = round(time.time() - t0, 3)

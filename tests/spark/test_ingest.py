@@ -169,3 +169,39 @@ def test_bad_arguments(spark, tmp_path):
         ingest.ingest(spark, str(tmp_path / "missing"), str(tmp_path / "lake"))
     with pytest.raises(ValueError):
         ingest.ingest(spark, str(tmp_path), str(tmp_path / "lake"), mode="fast")
+
+
+def test_live_file_lines_are_ingested_once_across_runs_and_rotation(spark, tmp_path):
+    from tssb.context import EventLog
+    src = tmp_path / "in"
+    lake = str(tmp_path / "lake")
+    log = EventLog(str(src / "logs" / "events.jsonl.live"), "h1",
+                   clock=lambda: scenario_t0())
+    for i in range(3):
+        log.emit("want", n=i)
+    live = log.path
+    with open(live, "a") as f:
+        f.write('{"v": 1, "id": "h1:x:1", "ts": 17356896')   # a line still being written
+    st = ingest.ingest(spark, str(src), lake)
+    assert st["lines"] == 3 and st["accepted"] == 3 and st["quarantined"] == 0
+    assert ingest.ingest(spark, str(src), lake)["lines"] == 0       # nothing new
+    with open(live, "a") as f:                                        # the line completes
+        f.write('00000, "node": "h1", "event": "want", "n": 9}\n')
+    log.emit("want", n=3)
+    st = ingest.ingest(spark, str(src), lake)
+    assert st["lines"] == 2 and st["accepted"] == 2
+    log.emit("want", n=4)
+    log.rotate()                     # closed by rename: the stream reads the whole file
+    log.emit("want", n=5)
+    st = ingest.ingest(spark, str(src), lake)
+    assert st["accepted"] == 2 and st["duplicates"] == 5
+    ev = ingest.read_events(spark, lake)
+    assert sorted(r["n"] for r in ev.collect()) == [0, 1, 2, 3, 4, 5, 9]
+    src_files = {r["source_file"] for r in ev.collect()}
+    assert any(f.endswith("events.jsonl.live") for f in src_files)
+    assert ingest.ingest(spark, str(src), lake, mode="batch")["accepted"] == 0
+
+
+def scenario_t0():
+    from scenario import T0
+    return T0
