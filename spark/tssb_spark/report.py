@@ -398,7 +398,8 @@ def render(spark, lake, output_dir, stats=None, progress=None):
         final = [p for p in pts if p[1] == total]
         if final:
             last_change = pts[-1][0]
-            body.append("<p class=answer>Yes: all %d nodes held the same GOSET (%d feed%s) "
+            body.append("<p class=answer>Yes: all %d nodes that logged a GOSET held the same "
+                        "one (%d feed%s) "
                         "from %s, %s after the first event%s.</p>" % (
                             total, final[0][2], "" if final[0][2] == 1 else "s",
                             iso(final[0][0]), secs(final[0][0] - t0),
