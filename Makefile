@@ -6,7 +6,7 @@ MPY    := $(VENV)/bin/micropython
 STAMP  := $(VENV)/.installed-stamp
 OUT    ?= out
 
-.PHONY: setup test test-py test-mpy check-mpy demo bench spark firmware flash clean
+.PHONY: setup test test-py test-mpy check-mpy demo bench spark firmware flash clean browser
 
 setup: $(STAMP)
 
@@ -15,7 +15,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
-test: setup test-py test-mpy check-mpy
+test: setup browser test-py test-mpy check-mpy
+
+# Headless Chromium for the report check (tests/spark): Debian's chromium, installed with
+# apt-get when missing and we are root; elsewhere a message, and that one test skips.
+browser:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "make browser: no /usr/bin/chromium; install Debian's chromium for the report check"; fi
 
 # Every suite under CPython (core, host, firmware, sessions, setu, ...). One pytest run per
 # folder: suites are independent and may reuse module names (test_vectors.py, test_sync.py).
