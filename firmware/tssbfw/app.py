@@ -6,8 +6,11 @@
   tick   run the node's periodic work (GOSET claims, WANT, CHNK) and queue it
   host   bridge commands (status, config get/set, send) and the watchdog feed
 
+plus one task per extra interface in `faces` (the BLE port, `tssbfw.ble`): each hands its
+packets to the same node and gets the node's periodic packets as the radio does.
+
 Boot order (`boot()`): config and identity from flash (keypair created on first boot),
-board definition, power rail, modem, flash store, node, bridge; then `run()`.
+board definition, power rail, modem, flash store, node, bridge, BLE; then `run()`.
 """
 import asyncio
 
@@ -42,7 +45,10 @@ class Firmware:
     def __init__(self, plan, link, modem, clock, events=None, rand=None, bridge=None,
                  wdt=None, tick_ms=100, cfg=None, root=None, time_scale=1):
         """Args:
-            plan: regions.plan(...); link: corelink.NodeLink; modem: async lora driver;
+            plan: regions.plan(...), or None when no region is configured: then the
+                radio stays off (no modem, nothing queued or sent; the node still runs
+                for the USB bridge and BLE);
+            link: corelink.NodeLink; modem: async lora driver (None with no plan);
             clock: object with now() ms; events: DeviceEvents or None;
             rand: function(n); bridge: bridge adapter; wdt: object with feed() or None;
             cfg, root: the config dict and its directory (for config_set), optional.
@@ -62,15 +68,21 @@ class Firmware:
         self.root = root
         self.rand = rand or _rand_fn()
         self.port = RadioPort(plan, events)
-        self.limiter = TxLimiter(plan["limits"])
-        self.sched = Scheduler(lambda n: plan_airtime_ms(plan, n), self.limiter, self.rand)
+        self.limiter = self.sched = None
+        if plan is not None:
+            self.limiter = TxLimiter(plan["limits"])
+            self.sched = Scheduler(lambda n: plan_airtime_ms(plan, n), self.limiter, self.rand)
         self.counters = {"enqueue_bad": 0}
+        self.faces = []   # other interfaces of the node: send(pkt), status(), run(fw)
         self._limited_seen = 0
         self._running = False
 
     # -- synchronous steps (also used by the simulator and tests) ----------------------
     def enqueue(self, pkt):
         """Frame a packet and queue it; returns the drop reason or None."""
+        if self.sched is None:   # no region plan: the radio must not transmit
+            self.counters["radio_off"] = self.counters.get("radio_off", 0) + 1
+            return "radio_off"
         try:
             frame = add_crc(pkt)
         except WireError:
@@ -93,9 +105,13 @@ class Firmware:
     def on_tick(self, now_ms):
         for p in self.link.tick(now_ms):
             self.enqueue(p)
+            for f in self.faces:
+                f.send(p)
 
     def next_frame(self, now_ms):
         """The frame to transmit now, or None; emits duty_wait when the limiter waits."""
+        if self.sched is None:
+            return None
         f = self.sched.pop(now_ms)
         lim = self.sched.counters["limited"]
         if lim != self._limited_seen:
@@ -107,12 +123,19 @@ class Firmware:
     # -- host commands (through the bridge) --------------------------------------------
     def status(self):
         store = self.link.store
-        return {"plan": self.plan["name"], "feeds": len(store.feeds()),
-                "store_used": getattr(store, "used", None),
-                "queue": len(self.sched), "radio": dict(self.port.counters),
-                "sched": dict(self.sched.counters), "node": self.link.node_counters(),
-                "duty_used_ms": self.limiter.used_ms(self.clock.now()),
-                "now_ms": self.clock.now()}
+        on = self.sched is not None
+        st = {"plan": self.plan["name"] if on else None, "feeds": len(store.feeds()),
+              "store_used": getattr(store, "used", None),
+              "queue": len(self.sched) if on else 0, "radio": dict(self.port.counters),
+              "sched": dict(self.sched.counters) if on else {},
+              "node": self.link.node_counters(),
+              "duty_used_ms": self.limiter.used_ms(self.clock.now()) if on else 0,
+              "now_ms": self.clock.now()}
+        if not on:
+            st["radio_off"] = "no region plan: tssb config set plan NAME, then restart"
+        for f in self.faces:
+            st[f.name] = f.status()
+        return st
 
     def command(self, cmd):
         """Run one bridge command tuple; returns its result (errors as {'error': ...})."""
@@ -129,7 +152,8 @@ class Firmware:
                 self.cfg[cmd[1]] = value
                 if self.root is not None:
                     configmod.save(self.root, self.cfg)
-                return {"ok": True, "restart": cmd[1] in ("plan", "board", "capacity")}
+                return {"ok": True, "restart": cmd[1] in ("plan", "board", "capacity",
+                                                          "ble", "ble_name", "power", "sf")}
             if op == "set_epoch":
                 if self.events is not None:
                     self.events.set_epoch(int(cmd[1]))
@@ -175,8 +199,10 @@ class Firmware:
     async def run(self, duration_ms=None):
         """Run the tasks; forever, or for `duration_ms` (tests, simulations)."""
         self._running = True
+        loops = (self._rx_task, self._tx_task) if self.modem is not None else ()
         tasks = [asyncio.create_task(t()) for t in
-                 (self._rx_task, self._tx_task, self._tick_task, self._host_task)]
+                 loops + (self._tick_task, self._host_task)]
+        tasks += [asyncio.create_task(f.run(self)) for f in self.faces]
         try:
             if duration_ms is None:
                 await asyncio.gather(*tasks)
@@ -194,8 +220,11 @@ class Firmware:
 
 
 def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
-         node_factory=None, urandom=None, store_factory=None):
+         node_factory=None, urandom=None, store_factory=None, bluetooth_mod=None):
     """Bring a node up from what is on flash.
+
+    BLE starts when the config says so ("ble", default on); a board or port without a
+    usable `bluetooth` module runs without it and says why in the problems.
 
     Returns:
         (Firmware, list of boot problems).
@@ -212,7 +241,12 @@ def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
     if not cfg["board"]:
         raise ValueError("no board configured in %s/config.json" % root)
     board = tssb_boards.get(cfg["board"])
-    plan = regions.plan(cfg["plan"])
+    plan = None
+    if cfg["plan"] is None:
+        problems.append("no region plan: radio off until `tssb config set plan NAME` "
+                        "and a restart")
+    else:
+        plan = regions.plan(cfg["plan"], cfg["power"], cfg["sf"])
     c = corelink.crypto()
     seed, pub, created = configmod.load_identity(root, c.publickey, urandom)
     if created:
@@ -222,7 +256,7 @@ def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
     name = cfg["name"] or ("tssb-" + pub[:4].hex())
     events = DeviceEvents(name, clock, bridge.on_event)
     power.power_up(board, machine_mod)
-    modem = make_modem(board, plan, lora_mod, machine_mod)
+    modem = None if plan is None else make_modem(board, plan, lora_mod, machine_mod)
     store = (store_factory or FlashStore)(root + "/feeds", capacity=cfg["capacity"],
                                           events=events)
     link = corelink.NodeLink(store, (seed, pub), events, node_factory=node_factory)
@@ -238,6 +272,12 @@ def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
     fw = Firmware(plan, link, modem, clock, events, bridge=bridge, wdt=wdt,
                   tick_ms=cfg["tick_ms"], cfg=cfg, root=root,
                   time_scale=getattr(clock, "scale", 1))
+    if cfg["ble"]:
+        try:
+            from tssbfw.ble import BlePort
+            fw.faces.append(BlePort(fw, pub, cfg["ble_name"], bluetooth_mod))
+        except (ImportError, OSError, ValueError) as e:
+            problems.append("BLE off: %s" % e)
     return fw, problems
 
 

@@ -8,7 +8,6 @@ to a log file instead of the terminal.
 """
 import argparse
 import json
-import logging
 import os
 import signal
 import sys
@@ -265,24 +264,30 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         sys.exit(2)
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        # Ctrl-C reaches the JVM too (same process group): py4j then fails with its own
+        # errors and logs them with tracebacks. Remember it, and keep them quiet.
+        interrupted.append(signum)
+        import logging
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_sigint)
     try:
         status = args.func(args)
     except CliError as e:
         print("tssb-spark: error: %s" % e, file=sys.stderr)
         status = 2
     except KeyboardInterrupt:
-        _interrupted()
+        print("tssb-spark: interrupted", file=sys.stderr)
+        status = 130
+    except Exception:
+        if not interrupted:
+            raise
+        print("tssb-spark: interrupted", file=sys.stderr)
+        status = 130
     sys.exit(status or 0)
-
-
-def _interrupted():
-    # Ctrl-C leaves py4j mid-call: every later JVM call (PySpark's own exit hooks too)
-    # would log a connection traceback. Say one line and leave without them.
-    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    print("tssb-spark: interrupted", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    os._exit(130)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ and the multiplexer, and dispatching incoming streams to host services by name.
 """
 import asyncio
 import importlib
+import logging
 
 from tssb.channel import ChannelClosed
 from tssb.session import shs
@@ -11,6 +12,8 @@ from tssb.session.errors import ProtocolError
 from tssb.session.mux import Mux
 from tssb.session.policy import HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, PeerPolicy
 
+_LOG = logging.getLogger("tssb.session")
+
 # Stream name -> module defining `async def serve(channel, ctx, peer)` (contract 3).
 SERVICES = {"setu": "tssb.setu.service", "trdag": "tssb.trdag.service",
             "clock": "tssb.clock.service", "certs": "tssb.certs.service"}
@@ -18,6 +21,10 @@ READ_SIZE = 64 * 1024      # bytes per socket read: bounds what one BoxReader.fe
 CLOSE_WAIT_S = 2.0         # our goodbye sent: how long to wait for the peer's
 END_GRACE_S = 5.0          # after a session ends, services may still finish its last messages
 DEFAULT_PORT = 8008        # the SSB convention for its TCP port
+# Details of a refused client handshake (ProtocolError.reason stays "handshake refused").
+REFUSED_AT_HELLO = "the server did not accept our hello: it uses another network key"
+REFUSED_AT_AUTH = ("the server refused our key: it does not list us as a peer, or it is "
+                   "not the host whose key we have for it")
 
 
 class Session:
@@ -143,6 +150,15 @@ class Session:
         return self.close_reason is not None
 
 
+def _why(reason):
+    """A refused handshake's reason as the server can tell it."""
+    if reason == "hello hmac":
+        return "hello hmac (the client uses another network key)"
+    if reason == "peer not allowed":
+        return "peer not allowed (its key is not in `tssb peer list`)"
+    return reason
+
+
 def _close_quietly(writer):
     # Failures close without a word; abort also skips the TCP linger of unsent data.
     writer.transport.abort()
@@ -151,16 +167,18 @@ def _close_quietly(writer):
 async def client_handshake(reader, writer, network_key, seed, server_public):
     """Run the client side of SHS over a stream pair. Returns: BoxKeys. Raises: ProtocolError."""
     hs = shs.ClientHandshake(network_key, seed, server_public)
+    # The server closes silently; where it closes tells what it refused (same reason,
+    # detail for the user): our hello (its HMAC is keyed by the network key) or our
+    # authentication (it does not allow our key, or it is not the key we expected).
+    step = REFUSED_AT_HELLO
     try:
         writer.write(hs.hello())
         msg2 = await reader.readexactly(shs.HELLO_LEN)
         writer.write(hs.on_server_hello(msg2))
+        step = REFUSED_AT_AUTH
         msg4 = await reader.readexactly(shs.SERVER_ACCEPT_LEN)
-    except asyncio.IncompleteReadError:
-        # the server closes silently on a wrong network key or when it does not know us
-        raise ProtocolError("handshake refused")
-    except (ConnectionError, OSError):
-        raise ProtocolError("handshake refused")
+    except (asyncio.IncompleteReadError, ConnectionError, OSError):
+        raise ProtocolError("handshake refused", step)
     return hs.on_server_accept(msg4)
 
 
@@ -257,6 +275,7 @@ class SessionServer:
             except Exception as e:  # any failure: count it, close without a word
                 reason = getattr(e, "reason", None) or type(e).__name__
                 self.failures[reason] = self.failures.get(reason, 0) + 1
+                _LOG.warning("handshake from %s refused: %s", peername[0], _why(reason))
                 _close_quietly(writer)
                 return
             holder = []

@@ -1,7 +1,7 @@
 """`tssb serve` stream "setu": the responder side of a SETU sync over a session stream."""
 from .driver import reconcile
 from .machine import Config
-from .tinyssb_elements import StoreSource
+from .rateless_store import StoreSets
 
 
 async def serve(channel, ctx, peer):
@@ -12,13 +12,13 @@ async def serve(channel, ctx, peer):
         ctx: tssb.context.Context (uses .store and .events).
         peer: the remote's 32-byte Ed25519 public key.
     """
-    src = StoreSource(ctx.store)
-    src.refresh()
+    sets = StoreSets(ctx.store)      # builds only the set of the profile the peer proposes
     peer_hex = peer.hex()
     ctx.events.emit("sync_start", proto="setu", peer=peer_hex)
     res = dict(ok=False, reason=None)
     try:
-        res = await reconcile(channel, src.eset, initiator=False, config=Config())
+        res = await reconcile(channel, sets, initiator=False, config=Config())
+        sets.finish()
     except Exception as e:  # the event log records every ending, then the error propagates
         res = dict(ok=False, reason=getattr(e, "reason", type(e).__name__))
         raise
