@@ -139,8 +139,11 @@ def validation_sql(catalog):
     unknown_all = "transform(array_sort(%s), k -> concat('unknown_field:', k))" % unknown_keys
     unknown_first = "concat('unknown_field:', array_min(%s))" % unknown_keys
     pre = " ".join([
-        "CASE WHEN _m IS NULL OR NOT value RLIKE %s OR value RLIKE %s THEN 'unparsable'" % (
-            _lit("\\}\\s*$"), _lit("\\}\\s*\\{")),
+        # The JSON parser ignores text after the object; wrapped in [ ] it must be the
+        # array's only element, so any trailing text fails the parse.
+        "CASE WHEN _m IS NULL OR NOT value RLIKE %s OR value RLIKE %s OR coalesce(size("
+        "from_json(concat('[', value, ']'), 'array<string>', map('allowSingleQuotes', "
+        "'false'))), 0) != 1 THEN 'unparsable'" % (_lit("\\}\\s*$"), _lit("\\}\\s*\\{")),
         "WHEN _m['v'] IS NULL THEN 'missing_field:v'",
         "WHEN _t.v IS NULL THEN 'type:v'",
         "WHEN NOT %s THEN 'unknown_version'" % _in("_t.v", catalog.versions),
@@ -171,8 +174,10 @@ def _event_codes(catalog):
 def fast_key_sql(catalog):
     """SQL: the int key of a parsed line's (version, event) (NULL when unknown)."""
     codes, names = _event_codes(catalog)
-    return "_t.v * 100 + CASE _t.event %s END" % " ".join(
-        "WHEN %s THEN %d" % (_lit(e), i) for i, e in enumerate(names))
+    # v is checked before it is scaled: Spark's ANSI mode fails the job on an overflow.
+    return "CASE WHEN _t.v BETWEEN 1 AND %d THEN _t.v * 100 + CASE _t.event %s END END" % (
+        max(catalog.versions), " ".join("WHEN %s THEN %d" % (_lit(e), i)
+                                        for i, e in enumerate(names)))
 
 
 def fast_check_sql(catalog):
