@@ -57,6 +57,17 @@ def _conf(items):
 
 
 def _spark(args):
+    spark = _session(args)
+    # Building a SparkContext installs PySpark's SIGINT handler; ours again (main thread).
+    if signal.getsignal(signal.SIGINT) is not _on_sigint:
+        try:
+            signal.signal(signal.SIGINT, _on_sigint)
+        except ValueError:       # not the main thread: leave PySpark's
+            pass
+    return spark
+
+
+def _session(args):
     conf = _conf(args.conf)
     if not args.quiet:
         return get_spark(args.master, conf)
@@ -258,22 +269,29 @@ def build_parser():
     return p
 
 
+_INTERRUPTED = []
+
+
+def _on_sigint(signum, frame):
+    # Ctrl-C lands in the middle of a py4j call: py4j (and PySpark's own handler, which
+    # calls the JVM from inside that call) then fail and log tracebacks, on the root
+    # logger too. Remember it and keep them quiet: the user gets one line.
+    _INTERRUPTED.append(signum)
+    import logging
+    for name in ("py4j", ""):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         sys.exit(2)
-    interrupted = []
-
-    def on_sigint(signum, frame):
-        # Ctrl-C reaches the JVM too (same process group): py4j then fails with its own
-        # errors and logs them with tracebacks. Remember it, and keep them quiet.
-        interrupted.append(signum)
-        import logging
-        logging.getLogger("py4j").setLevel(logging.CRITICAL)
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, on_sigint)
+    del _INTERRUPTED[:]
+    interrupted = _INTERRUPTED
+    signal.signal(signal.SIGINT, _on_sigint)
     try:
         status = args.func(args)
     except CliError as e:
