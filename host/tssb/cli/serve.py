@@ -1,11 +1,13 @@
 """`tssb serve`: accept secure sessions from peers and run the host services."""
 import asyncio
+import json
 import sys
 
 from tssb.cli import CliError
 from tssb.context import Context, add_home_option, ssb_id
 from tssb.session import DEFAULT_PORT, PeerPolicy, start_server
 from tssb.session import policy as pol
+from tssb.session.budget import Limits
 
 
 def register(subparsers):
@@ -26,6 +28,15 @@ def register(subparsers):
     p.add_argument("--idle-timeout", type=float, default=pol.IDLE_TIMEOUT,
                    help="seconds without traffic before a session is closed (default %g)"
                         % pol.IDLE_TIMEOUT)
+    p.add_argument("--max-unverified", type=int, default=Limits().session["unverified"],
+                   metavar="N",
+                   help="received elements a session may hold before they can be checked "
+                        "against their feed (default %%(default)d, about 0.8 KiB each; "
+                        "%d times that for all sessions); a peer sending more is cut off"
+                        % Limits.TOTAL_FACTOR)
+    p.add_argument("--stats-every", type=float, default=0, metavar="S",
+                   help="every S seconds print one line 'stats {json}' on stderr: sessions, "
+                        "streams, budgets held and exceeded, worst event-loop lag (ms)")
     p.set_defaults(func=run)
 
 
@@ -33,20 +44,35 @@ def _log(text):
     print(text, file=sys.stderr, flush=True)
 
 
+async def _report(server, every):
+    while True:
+        await asyncio.sleep(every)
+        _log("stats " + json.dumps(server.stats(), sort_keys=True))
+
+
 async def _serve(ctx, args):
     policy = PeerPolicy.from_context(ctx, open_mode=args.open, max_sessions=args.max_sessions,
                                      idle_timeout=args.idle_timeout)
     try:
-        server = await start_server(ctx, args.host, args.port, policy=policy, log=_log)
+        limits = Limits(unverified=args.max_unverified)
+    except ValueError as e:
+        raise CliError("--max-unverified: %s" % e)
+    try:
+        server = await start_server(ctx, args.host, args.port, policy=policy, log=_log,
+                                    limits=limits)
     except OSError as e:
         raise CliError("cannot listen on %s:%d: %s" % (args.host, args.port, e.strerror or e))
     peers = len(ctx.store.peers())
     _log("serving %s on %s:%d (%s)" % (ssb_id(ctx.identity.public), args.host, server.port,
                                        "OPEN to any peer with the network key" if args.open
                                        else "%d allowed peer(s)" % peers))
+    reporter = asyncio.ensure_future(_report(server, args.stats_every)) \
+        if args.stats_every > 0 else None
     try:
         await asyncio.Event().wait()
     finally:
+        if reporter is not None:
+            reporter.cancel()
         await server.close()
 
 

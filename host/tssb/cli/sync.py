@@ -18,6 +18,10 @@ def register(subparsers):
                    help="tssb2 (default; fixes GNUnet's IBF flaws) or gnunet (GNUnet-identical IBFs)")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for any one message (default 60)")
+    p.add_argument("--max-unverified", type=int, default=None, metavar="N",
+                   help="received elements held before they can be checked against their "
+                        "feed (default %d; about 0.8 KiB each); a peer sending more is cut off"
+                        % (1 << 15))
     p.set_defaults(func=run)
 
 
@@ -42,9 +46,16 @@ def run(args):
     from tssb.setu.service import summary_fields
     from tssb.setu.tinyssb_elements import StoreSource
     from tssb.channel import ChannelClosed
+    from tssb.session.budget import Limits, Pool
 
+    try:
+        limits = Limits() if args.max_unverified is None else Limits(
+            unverified=args.max_unverified)
+    except ValueError as e:
+        raise CliError("--max-unverified: %s" % e)
+    budget = Pool(limits).budget()
     ctx = Context.open(args.home)
-    src = StoreSource(ctx.store)
+    src = StoreSource(ctx.store, budget)
     n = src.refresh()
     print("local set: %d elements (entries and chunks); connecting to %s:%d" % (n, host, port), file=sys.stderr)
     cfg = Config(profile_id=C.PROFILE_GNUNET if args.profile == "gnunet" else C.PROFILE_TSSB2)
@@ -54,7 +65,7 @@ def run(args):
                                                       st["elements_recv"]), file=sys.stderr)
 
     async def go():
-        sess = await session.connect(host, port, ctx)
+        sess = await session.connect(host, port, ctx, budget=budget)
         try:
             ch = await sess.open_stream("setu")
             ctx.events.emit("sync_start", proto="setu", peer=args.peer)

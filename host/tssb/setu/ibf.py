@@ -1,13 +1,15 @@
 """Invertible Bloom filter (draft section 3) and its wire slices (draft 6.2, 7.2).
 
-Buckets are three parallel lists: signed counts, IDSUMs (64-bit XOR) and HASHSUMs (32-bit
-XOR). The profile (profiles.py) supplies the check hash, the bucket mapping and the decode
+Buckets are three parallel typed arrays: signed 64-bit counts, IDSUMs (64-bit XOR) and
+HASHSUMs (32-bit XOR): 20 bytes a bucket (Python lists of ints took about 95), which is
+what the IBF budget (tssb.session.budget, "ibf_buckets") counts. The profile (profiles.py) supplies the check hash, the bucket mapping and the decode
 order. A slice on the wire is the n IDSUMs (8 bytes each, little-endian as GNUnet sends them
 in host order), the n HASHSUMs (4 bytes each, LE), then the counters bit-packed MSB first with
 `bits` bits each (draft 7.2). GNUnet pads the counter region to 8n bytes ("padded" form, 20
 bytes per bucket); we send the packed form and accept both.
 """
 import heapq
+import operator
 import sys
 from array import array
 from collections import deque
@@ -16,6 +18,8 @@ from . import constants as C
 from .errors import SetuError
 
 _LE = sys.byteorder == "little"
+_U32 = "I" if array("I").itemsize == 4 else "L"
+BUCKET_BYTES = 8 + 8 + 4   # memory of one bucket: count, IDSUM, HASHSUM
 
 
 def counter_bits(counts):
@@ -89,7 +93,7 @@ def _u64s(values):
 
 
 def _u32s(values):
-    a = array("I", values) if array("I").itemsize == 4 else array("L", values)
+    a = array(_U32, values)
     if not _LE:
         a.byteswap()
     return a.tobytes()
@@ -100,15 +104,15 @@ def _from_u64s(buf):
     a.frombytes(buf)
     if not _LE:
         a.byteswap()
-    return a.tolist()
+    return a
 
 
 def _from_u32s(buf):
-    a = array("I") if array("I").itemsize == 4 else array("L")
+    a = array(_U32)
     a.frombytes(buf)
     if not _LE:
         a.byteswap()
-    return a.tolist()
+    return a
 
 
 def slice_payload_size(n, bits, padded=False):
@@ -139,16 +143,17 @@ class IBF:
         modulo this power of two and read as signed (used for 8-bit strata counters)."""
         self.profile = profile
         self.size = size
-        self.count = [0] * size
-        self.ids = [0] * size
-        self.hashes = [0] * size
+        self.count = array("q", bytes(8 * size))
+        self.ids = array("Q", bytes(8 * size))
+        self.hashes = array(_U32, bytes(4 * size))
         self.counter_mod = counter_mod
 
     def copy(self):
-        o = IBF(self.profile, self.size, self.counter_mod)
-        o.count = self.count[:]
-        o.ids = self.ids[:]
-        o.hashes = self.hashes[:]
+        o = IBF(self.profile, 0, self.counter_mod)
+        o.size = self.size
+        o.count = array("q", self.count)
+        o.ids = array("Q", self.ids)
+        o.hashes = array(_U32, self.hashes)
         return o
 
     def _apply(self, key, delta, idx=None):
@@ -169,13 +174,23 @@ class IBF:
 
     def subtract(self, other):
         """New IBF self - other (same size and profile): XOR sums, subtract counts."""
+        r = self.copy()
+        r._combine(other, operator.sub)
+        return r
+
+    def subtract_from(self, other):
+        """In place: self becomes other - self (no third table while decoding)."""
+        self._combine(other, None)
+
+    def _combine(self, other, count_op):
         if other.size != self.size or other.profile is not self.profile:
             raise ValueError("IBF shape mismatch")
-        r = IBF(self.profile, self.size, self.counter_mod)
-        r.count = [a - b for a, b in zip(self.count, other.count)]
-        r.ids = [a ^ b for a, b in zip(self.ids, other.ids)]
-        r.hashes = [a ^ b for a, b in zip(self.hashes, other.hashes)]
-        return r
+        if count_op is None:   # other - self
+            self.count = array("q", map(operator.sub, other.count, self.count))
+        else:
+            self.count = array("q", map(count_op, self.count, other.count))
+        self.ids = array("Q", map(operator.xor, self.ids, other.ids))
+        self.hashes = array(_U32, map(operator.xor, self.hashes, other.hashes))
 
     def _signed(self, c):
         if self.counter_mod:
@@ -257,9 +272,9 @@ class IBF:
             ids = self.ids[b0:b0 + m]
             hs = self.hashes[b0:b0 + m]
             for off in range(b0 + m, b0 + m_big, m):
-                cnt = list(map(int.__add__, cnt, self.count[off:off + m]))
-                ids = list(map(int.__xor__, ids, self.ids[off:off + m]))
-                hs = list(map(int.__xor__, hs, self.hashes[off:off + m]))
+                cnt = array("q", map(operator.add, cnt, self.count[off:off + m]))
+                ids = array("Q", map(operator.xor, ids, self.ids[off:off + m]))
+                hs = array(_U32, map(operator.xor, hs, self.hashes[off:off + m]))
             r.count[part * m:(part + 1) * m] = cnt
             r.ids[part * m:(part + 1) * m] = ids
             r.hashes[part * m:(part + 1) * m] = hs
@@ -291,7 +306,7 @@ class IBF:
         k8 = 8 * n
         self.ids[offset:offset + n] = _from_u64s(payload[:k8])
         self.hashes[offset:offset + n] = _from_u32s(payload[k8:k8 + 4 * n])
-        self.count[offset:offset + n] = unpack_counters(payload[k8 + 4 * n:], n, bits)
+        self.count[offset:offset + n] = array("q", unpack_counters(payload[k8 + 4 * n:], n, bits))
 
 
 def slice_bucket_count(length, bits, remaining, last):

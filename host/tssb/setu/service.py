@@ -1,4 +1,6 @@
 """`tssb serve` stream "setu": the responder side of a SETU sync over a session stream."""
+from tssb.session.budget import offload
+
 from .driver import reconcile
 from .machine import Config
 from .tinyssb_elements import StoreSource
@@ -12,17 +14,19 @@ async def serve(channel, ctx, peer):
         ctx: tssb.context.Context (uses .store and .events).
         peer: the remote's 32-byte Ed25519 public key.
     """
-    src = StoreSource(ctx.store)
-    src.refresh()
+    budget = getattr(channel, "budget", None)
+    src = StoreSource(ctx.store, budget)
+    await offload(budget, src.refresh)   # hashes every stored entry: off the event loop
     peer_hex = peer.hex()
     ctx.events.emit("sync_start", proto="setu", peer=peer_hex)
     res = dict(ok=False, reason=None)
     try:
-        res = await reconcile(channel, src.eset, initiator=False, config=Config())
+        res = await reconcile(channel, src.eset, initiator=False, config=Config(), budget=budget)
     except Exception as e:  # the event log records every ending, then the error propagates
         res = dict(ok=False, reason=getattr(e, "reason", type(e).__name__))
         raise
     finally:
+        src.release()
         ctx.events.emit("sync_done", **summary_fields(peer_hex, res))
 
 
