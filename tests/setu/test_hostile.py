@@ -211,3 +211,55 @@ def test_full_transfer_is_built_as_it_is_sent(lazy):
         assert len(out) == 1 and not isinstance(out[0], bytes)
         out = list(out[0])
     assert [M.decode(x).type for x in out] == [C.MSG_FULL_ELEMENT] * 20 + [C.MSG_FULL_DONE]
+
+
+def test_a_cut_off_peer_leaves_nothing_behind(tmp_path):
+    """What a cut-off peer made us hold (its fake elements, its stream buffers) is freed
+    when its session ends, by reference counting: no cycles left for a full garbage
+    collection that might come much later (the memory would add up over reconnections)."""
+    import gc
+    from tssb.context import Context
+    from tssb.session import connect, start_server
+
+    a = Context.open(str(tmp_path / "a"))
+    b = Context.open(str(tmp_path / "b"))
+    b.set_network_key(a.network_key)
+    a.store.add_peer(b.identity.public)
+    _feed(a.store, b"server", 30)
+
+    async def main():
+        srv = await start_server(a, "127.0.0.1", 0, limits=Limits(unverified=6000))
+        base = tracemalloc.get_traced_memory()[0]
+        s = await connect("127.0.0.1", srv.port, b, peer=a.identity.public)
+        ch = await s.open_stream("setu")
+        await ch.send(M.operation_request(1 << 26, DEFAULT_APP_ID, M.app_data(C.PROFILE_TSSB2, 0, 160)))
+        ours = M.decode(await ch.recv()).set_size
+        await ch.send(M.full_request(C.MSG_SEND_FULL, 0, ours, 1 << 26))
+        try:
+            for i in range(20000):
+                await ch.send(M.full_element(ELEMENT_TYPE, make_chunk_element(
+                    os.urandom(32), 1, i % 900, os.urandom(120))))
+        except Exception:
+            pass
+        for _ in range(500):
+            if not srv.sessions and srv.pool.held["unverified"] == 0:
+                break
+            await asyncio.sleep(0.01)
+        await s.close()
+        await asyncio.sleep(0.1)
+        left = tracemalloc.get_traced_memory()[0] - base
+        exceeded = dict(srv.pool.exceeded)
+        await srv.close()
+        return left, exceeded
+
+    gc.disable()
+    tracemalloc.start()
+    try:
+        left, exceeded = asyncio.run(asyncio.wait_for(main(), 60))
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+        a.close()
+        b.close()
+    assert exceeded == {"budget: unverified": 1}
+    assert left < 2 << 20, left     # 6000 fakes held were ~5 MiB

@@ -36,7 +36,8 @@ def register(subparsers):
                         % Limits.TOTAL_FACTOR)
     p.add_argument("--stats-every", type=float, default=0, metavar="S",
                    help="every S seconds print one line 'stats {json}' on stderr: sessions, "
-                        "streams, budgets held and exceeded, worst event-loop lag (ms)")
+                        "streams, budgets held and exceeded, the worst event-loop lag (ms) "
+                        "in the last S seconds")
     p.set_defaults(func=run)
 
 
@@ -47,7 +48,7 @@ def _log(text):
 async def _report(server, every):
     while True:
         await asyncio.sleep(every)
-        _log("stats " + json.dumps(server.stats(), sort_keys=True))
+        _log("stats " + json.dumps(server.stats(reset_lag=True), sort_keys=True))
 
 
 async def _serve(ctx, args):

@@ -62,9 +62,10 @@ class Limits:
           is being torn down.
       buffered_bytes 16 MiB: 16 one-MiB stream windows, what the peer's own credit
           lets it hold of ours in flight.
-      ibf_buckets 2**20 (20 MiB at 20 bytes a bucket): a received IBF and the local
-          one it is decoded against, up to 2**19 buckets each: differences of about
-          2**18 elements (honest IBFs are twice the difference).
+      ibf_buckets 2**19 (10 MiB at 20 bytes a bucket): a received IBF and the local
+          one it is decoded against, up to 2**18 buckets each: differences of about
+          2**17 elements (honest IBFs are twice the difference; larger differences
+          are cheaper in full mode, draft 7.1.1).
       unverified 2**15 elements (about 26 MiB held at 0.8 KiB each): a full sync of
           32768 elements in random order (they can be checked only once their feed's
           earlier entries are in); larger first syncs need a larger limit
@@ -76,7 +77,7 @@ class Limits:
     TOTAL_FACTOR = 8   # sessions that may use their whole budget at once
 
     def __init__(self, control_frames=128, streams=16, streams_per_service=2,
-                 buffered_bytes=16 << 20, ibf_buckets=1 << 20, unverified=1 << 15,
+                 buffered_bytes=16 << 20, ibf_buckets=1 << 19, unverified=1 << 15,
                  total=None):
         self.session = {"control_frames": control_frames, "streams": streams,
                         "buffered_bytes": buffered_bytes, "ibf_buckets": ibf_buckets,

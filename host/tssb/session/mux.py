@@ -389,3 +389,10 @@ class Mux:
             if not fut.done():
                 fut.set_exception(ChannelClosed(reason))
         self._pending.clear()
+        # Drop what we hold for the peer and our references to the session: without these
+        # cycles (mux <-> streams, mux <-> session) what a cut-off peer left in our buffers
+        # is freed at once, not at the next full garbage collection.
+        self.streams.clear()
+        self._control.clear()
+        self._credits.clear()
+        self._on_open = self._on_fail = None

@@ -252,31 +252,49 @@ async def connect(host, port, ctx, peer=None, network_key=None, timeout=HANDSHAK
     return Session(reader, writer, keys, initiator=True, idle_timeout=idle_timeout, budget=budget)
 
 
+def _runqueue_s():
+    """Seconds this thread has spent runnable but waiting for a CPU (Linux schedstat), or
+    None where the kernel does not say."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class LagProbe:
     """Measures how late the event loop runs a timer: a task sleeping LAG_TICK_S at a time
-    records how much later than asked it woke up. `worst_ms` is the largest lateness
-    seen since start (or the last `reset()`): a stall of the loop shows up in full."""
+    records how much later than asked it woke up.
+
+    `worst_ms`: the largest lateness since start (or the last `reset()`), and
+    `worst_runq_ms` the part of that tick the loop's thread spent waiting for a CPU (the
+    machine was busy with other processes). `worst_stall_ms`: the largest lateness minus
+    that wait, i.e. what our process itself (our code, or a worker thread holding the GIL)
+    kept the loop from running; without schedstat it equals `worst_ms`."""
 
     def __init__(self, tick=LAG_TICK_S):
         self.tick = tick
-        self.worst_ms = 0.0
         self.samples = 0
         self._task = None
+        self.reset()
 
     def start(self):
         self._task = asyncio.create_task(self._run())
 
     async def _run(self):
         while True:
-            t0 = time.monotonic()
+            t0, q0 = time.monotonic(), _runqueue_s()
             await asyncio.sleep(self.tick)
             late = (time.monotonic() - t0 - self.tick) * 1000.0
+            q1 = _runqueue_s()
+            runq = (q1 - q0) * 1000.0 if q0 is not None and q1 is not None else 0.0
             self.samples += 1
             if late > self.worst_ms:
-                self.worst_ms = late
+                self.worst_ms, self.worst_runq_ms = late, runq
+            self.worst_stall_ms = max(self.worst_stall_ms, late - runq)
 
     def reset(self):
-        self.worst_ms = 0.0
+        self.worst_ms = self.worst_runq_ms = self.worst_stall_ms = 0.0
 
     def stop(self):
         if self._task is not None:
@@ -316,13 +334,19 @@ class SessionServer:
     def port(self):
         return self._server.sockets[0].getsockname()[1]
 
-    def stats(self):
+    def stats(self, reset_lag=False):
         """A snapshot for status lines: sessions, streams, what the budgets hold in total,
-        budgets exceeded (reason -> count) and the worst loop lag so far (ms)."""
-        return {"sessions": len(self.sessions),
-                "streams": sum(len(s.mux.streams) for s in self.sessions),
-                "held": dict(self.pool.held), "exceeded": dict(self.pool.exceeded),
-                "loop_lag_max_ms": round(self.lag.worst_ms, 1)}
+        budgets exceeded (reason -> count) and the worst loop lag (ms) since start, or
+        since the last call with reset_lag."""
+        out = {"sessions": len(self.sessions),
+               "streams": sum(len(s.mux.streams) for s in self.sessions),
+               "held": dict(self.pool.held), "exceeded": dict(self.pool.exceeded),
+               "loop_lag_max_ms": round(self.lag.worst_ms, 1),
+               "loop_lag_runq_ms": round(self.lag.worst_runq_ms, 1),
+               "loop_stall_max_ms": round(self.lag.worst_stall_ms, 1)}
+        if reset_lag:
+            self.lag.reset()
+        return out
 
     async def _handle(self, reader, writer):
         peername = writer.get_extra_info("peername") or ("?",)
