@@ -4,6 +4,7 @@ import sys
 
 from tssb.cli import CliError
 from tssb.context import add_home_option
+from tssb.session.budget import Limits, Pool
 
 
 def register(subparsers):
@@ -21,7 +22,7 @@ def register(subparsers):
     p.add_argument("--max-unverified", type=int, default=None, metavar="N",
                    help="received elements held before they can be checked against their "
                         "feed (default %d; about 0.8 KiB each); a peer sending more is cut off"
-                        % (1 << 15))
+                        % Limits().session["unverified"])
     p.set_defaults(func=run)
 
 
@@ -46,7 +47,6 @@ def run(args):
     from tssb.setu.service import summary_fields
     from tssb.setu.tinyssb_elements import StoreSource
     from tssb.channel import ChannelClosed
-    from tssb.session.budget import Limits, Pool
 
     try:
         limits = Limits() if args.max_unverified is None else Limits(

@@ -91,7 +91,7 @@ class Stream:
         self.local_closed = False
         self.remote_closed = False
         self._dead = None                # reason once the session ended
-        self._holds = 0                  # budget holders of a peer-opened stream (see hold)
+        self._holds = 0                  # holders of a peer-opened stream's budget charge (Mux.on_frame)
         self.sent_bytes = self.recv_bytes = self.sent_msgs = self.recv_msgs = 0
 
     # -- Channel interface -----------------------------------------------------------
