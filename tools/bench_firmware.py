@@ -1,11 +1,15 @@
 """Firmware figures: heap of a node with 100 feeds under the MicroPython unix port,
-per-packet processing time, .mpy bundle size, flash bytes written per accepted entry.
+per-packet processing time, .mpy bundle size, flash bytes written per accepted entry, and
+the BLE port's extra heap with a connected client, time per BLE write and .mpy size.
 
 Usage: python tools/bench_firmware.py          (CPython; runs the MicroPython half itself)
 Prints one JSON object per line: {"bench": "firmware", "case", "impl", figures...,
 "ratio"}. Ratios compare against a baseline measured in the same run: the flash store
 against the in-memory store (heap, time per packet), .mpy against source bytes, flash
-bytes against the 120-byte packet.
+bytes against the 120-byte packet; the BLE port against the LoRa port (RadioPort, limiter
+and scheduler: heap with a full queue, frame check per frame), ble.mpy against the bundle.
+The BLE figures run on the fake `bluetooth` stack of the tests (tests/firmware/fakes),
+whose own objects are counted as the port's (an over-estimate).
 
 The same measuring code runs on both interpreters (`measure`); CPython spawns
 `micropython tools/bench_firmware.py --child WORKDIR` for the unix-port figures.
@@ -20,6 +24,7 @@ N_FEEDS = 100          # deployed GOSET capacity
 ENTRIES_PER_FEED = 3   # synthetic entries per feed for the heap figure
 N_RX = 30              # signed entries received for the time per packet
 LONG = b"x" * 228      # content with a side chain of 2 chunks
+BLE_WRITES = 300       # writes timed for the BLE figure
 
 
 def _now_us():
@@ -104,6 +109,100 @@ def rx_time(make_store, work, packets, fid):
     return us / len(packets), store.front(fid)[0], getattr(store, "bytes_written", None)
 
 
+class _Sink:
+    """Node link stand-in: takes the packets, answers nothing (the port's cost alone)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def on_packet(self, pkt, now):
+        self.n += 1
+        return ()
+
+
+def _heap():
+    gc.collect()
+    return gc.mem_alloc()
+
+
+def ble_figures(top):
+    """BLE port on the fake stack: extra heap with one connected client (ring and
+    notification queue full), and the time per write, each next to the LoRa port."""
+    sys.path.append(top + "/tests/firmware/fakes")
+    import bluetooth
+    from tinyssb.frames import add_crc
+    from tinyssb.store import MemStore
+    from tssbfw import ble, corelink, regions
+    from tssbfw.app import Firmware
+    from tssbfw.airtime import plan_airtime_ms
+    from tssbfw.clock import Clock
+    from tssbfw.limiter import TxLimiter
+    from tssbfw.radio import RadioPort
+    from tssbfw.scheduler import Scheduler
+
+    plan = regions.plan("US915.a")
+    fw = Firmware(plan, corelink.NodeLink(MemStore()), None, Clock())
+    pub = bytes(range(32))
+    bluetooth.reset()
+    bluetooth.BLE()
+    client = bluetooth.Central()
+    if hasattr(gc, "mem_alloc"):
+        before = _heap()
+        port = ble.BlePort(fw, pub, None, bluetooth)
+        client.connect()
+        client.exchange_mtu(ble.MTU)
+        rx = [h for h in bluetooth.BLE().attrs
+              if bluetooth.BLE().attrs[h].uuid == bluetooth.UUID(ble.RX_UUID)][0]
+        for i in range(ble.RING_SLOTS):
+            client.write(rx, bytes([i]) * 120)
+        for i in range(ble.OUT_QUEUE):
+            port.send(bytes([i]) * 120)
+        ble_bytes = _heap() - before
+        before = _heap()
+        rport = RadioPort(plan)
+        sched = Scheduler(lambda n: plan_airtime_ms(plan, n), TxLimiter(plan["limits"]),
+                          lambda n: 0)
+        for i in range(10):
+            sched.push(add_crc(bytes([i]) * 120))
+        radio_bytes = _heap() - before
+        _emit("ble_heap", clients=len(port.clients), ring=port.pending(),
+              queue=len(port.out), ble_bytes=ble_bytes, lora_port_bytes=radio_bytes,
+              ratio=round(ble_bytes / radio_bytes, 3))
+        del port, rport, sched
+        client.disconnect()
+    bluetooth.reset()
+    stack = bluetooth.BLE()
+    client = bluetooth.Central()
+    port = ble.BlePort(fw, pub, None, bluetooth)
+    conn = client.connect()
+    client.exchange_mtu(ble.MTU)
+    sink = _Sink()
+    fw.link = sink
+    rx = port._rx
+    pkt = bytes(range(120))
+    t0 = _now_us()
+    for _ in range(BLE_WRITES):           # the stack stored the value; the IRQ and the task
+        stack.attrs[rx].value = pkt
+        port._irq(ble.IRQ_GATTS_WRITE, (conn, rx))
+        port.drain(0)
+    port_us = _elapsed_us(t0) / BLE_WRITES
+    t0 = _now_us()
+    for _ in range(BLE_WRITES):           # the same through the fake client's write
+        client.write(rx, pkt)
+        port.drain(0)
+    fake_us = _elapsed_us(t0) / BLE_WRITES
+    rport = RadioPort(plan)
+    frame = add_crc(pkt)
+    t0 = _now_us()
+    for _ in range(BLE_WRITES):
+        rport.accept(frame)
+    lora_us = _elapsed_us(t0) / BLE_WRITES
+    _emit("ble_write_us", writes=BLE_WRITES, length=len(pkt), port_us=round(port_us, 1),
+          with_fake_stack_us=round(fake_us, 1), lora_frame_check_us=round(lora_us, 1),
+          ratio=round(port_us / lora_us, 3))
+    bluetooth.reset()
+
+
 def measure(work, top="."):
     sys.path[:0] = [top + "/shared", top + "/firmware", top + "/boards"]
     from tinyssb import crypto
@@ -177,6 +276,7 @@ def measure(work, top="."):
     for _ in range(50):
         c.on_packet(claim, 0)
     _emit("rx_goset_claim_us", us=round(_elapsed_us(t0) / 50, 1))
+    ble_figures(top)
 
 
 def main():
@@ -190,6 +290,9 @@ def main():
         _emit("mpy_bundle", arch=bundle.ARCH, modules=len(info["files"]) - 2,
               mpy_bytes=info["mpy_bytes"], py_bytes=info["py_bytes"],
               ratio=round(info["mpy_bytes"] / info["py_bytes"], 3))
+        ble_mpy = dict(info["files"])[os.path.join("tssbfw", "ble.mpy")]
+        _emit("ble_mpy", arch=bundle.ARCH, ble_mpy_bytes=ble_mpy,
+              bundle_mpy_bytes=info["mpy_bytes"], ratio=round(ble_mpy / info["mpy_bytes"], 3))
         mpy = os.path.join(os.path.dirname(sys.executable), "micropython")
         if os.path.exists(mpy):
             os.mkdir(work + "/m")

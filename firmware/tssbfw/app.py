@@ -6,8 +6,11 @@
   tick   run the node's periodic work (GOSET claims, WANT, CHNK) and queue it
   host   bridge commands (status, config get/set, send) and the watchdog feed
 
+plus one task per extra interface in `faces` (the BLE port, `tssbfw.ble`): each hands its
+packets to the same node and gets the node's periodic packets as the radio does.
+
 Boot order (`boot()`): config and identity from flash (keypair created on first boot),
-board definition, power rail, modem, flash store, node, bridge; then `run()`.
+board definition, power rail, modem, flash store, node, bridge, BLE; then `run()`.
 """
 import asyncio
 
@@ -65,6 +68,7 @@ class Firmware:
         self.limiter = TxLimiter(plan["limits"])
         self.sched = Scheduler(lambda n: plan_airtime_ms(plan, n), self.limiter, self.rand)
         self.counters = {"enqueue_bad": 0}
+        self.faces = []   # other interfaces of the node: send(pkt), status(), run(fw)
         self._limited_seen = 0
         self._running = False
 
@@ -93,6 +97,8 @@ class Firmware:
     def on_tick(self, now_ms):
         for p in self.link.tick(now_ms):
             self.enqueue(p)
+            for f in self.faces:
+                f.send(p)
 
     def next_frame(self, now_ms):
         """The frame to transmit now, or None; emits duty_wait when the limiter waits."""
@@ -107,12 +113,15 @@ class Firmware:
     # -- host commands (through the bridge) --------------------------------------------
     def status(self):
         store = self.link.store
-        return {"plan": self.plan["name"], "feeds": len(store.feeds()),
-                "store_used": getattr(store, "used", None),
-                "queue": len(self.sched), "radio": dict(self.port.counters),
-                "sched": dict(self.sched.counters), "node": self.link.node_counters(),
-                "duty_used_ms": self.limiter.used_ms(self.clock.now()),
-                "now_ms": self.clock.now()}
+        st = {"plan": self.plan["name"], "feeds": len(store.feeds()),
+              "store_used": getattr(store, "used", None),
+              "queue": len(self.sched), "radio": dict(self.port.counters),
+              "sched": dict(self.sched.counters), "node": self.link.node_counters(),
+              "duty_used_ms": self.limiter.used_ms(self.clock.now()),
+              "now_ms": self.clock.now()}
+        for f in self.faces:
+            st[f.name] = f.status()
+        return st
 
     def command(self, cmd):
         """Run one bridge command tuple; returns its result (errors as {'error': ...})."""
@@ -129,7 +138,8 @@ class Firmware:
                 self.cfg[cmd[1]] = value
                 if self.root is not None:
                     configmod.save(self.root, self.cfg)
-                return {"ok": True, "restart": cmd[1] in ("plan", "board", "capacity")}
+                return {"ok": True, "restart": cmd[1] in ("plan", "board", "capacity",
+                                                          "ble", "ble_name")}
             if op == "set_epoch":
                 if self.events is not None:
                     self.events.set_epoch(int(cmd[1]))
@@ -177,6 +187,7 @@ class Firmware:
         self._running = True
         tasks = [asyncio.create_task(t()) for t in
                  (self._rx_task, self._tx_task, self._tick_task, self._host_task)]
+        tasks += [asyncio.create_task(f.run(self)) for f in self.faces]
         try:
             if duration_ms is None:
                 await asyncio.gather(*tasks)
@@ -194,8 +205,11 @@ class Firmware:
 
 
 def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
-         node_factory=None, urandom=None, store_factory=None):
+         node_factory=None, urandom=None, store_factory=None, bluetooth_mod=None):
     """Bring a node up from what is on flash.
+
+    BLE starts when the config says so ("ble", default on); a board or port without a
+    usable `bluetooth` module runs without it and says why in the problems.
 
     Returns:
         (Firmware, list of boot problems).
@@ -238,6 +252,12 @@ def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
     fw = Firmware(plan, link, modem, clock, events, bridge=bridge, wdt=wdt,
                   tick_ms=cfg["tick_ms"], cfg=cfg, root=root,
                   time_scale=getattr(clock, "scale", 1))
+    if cfg["ble"]:
+        try:
+            from tssbfw.ble import BlePort
+            fw.faces.append(BlePort(fw, pub, cfg["ble_name"], bluetooth_mod))
+        except (ImportError, OSError, ValueError) as e:
+            problems.append("BLE off: %s" % e)
     return fw, problems
 
 

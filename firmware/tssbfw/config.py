@@ -1,6 +1,7 @@
 """Node configuration and identity on flash.
 
-  <root>/config.json   {"plan", "board", "name", "capacity", "tick_ms"} (JSON)
+  <root>/config.json   {"plan", "board", "name", "capacity", "tick_ms", "ble",
+                        "ble_name"} (JSON)
   <root>/identity      the 32-byte Ed25519 seed of the node's own feed
 
 Both are written atomically (write `.tmp`, remove, rename; a lone `.tmp` is finished).
@@ -20,7 +21,8 @@ MIN_TICK_MS = 10
 MAX_TICK_MS = 5000
 
 DEFAULTS = {"plan": regions.DEFAULT_PLAN, "board": None, "name": None,
-            "capacity": DEFAULT_CAPACITY, "tick_ms": 100}
+            "capacity": DEFAULT_CAPACITY, "tick_ms": 100,
+            "ble": True, "ble_name": None}   # BLE on, as on deployed boards
 
 
 def check(key, value):
@@ -50,6 +52,18 @@ def check(key, value):
     if key == "tick_ms":
         if not isinstance(value, int) or not MIN_TICK_MS <= value <= MAX_TICK_MS:
             raise ValueError("tick_ms out of range")
+        return value
+    if key == "ble":
+        if not isinstance(value, bool):
+            raise ValueError("ble must be true or false")
+        return value
+    if key == "ble_name":
+        if value is None:
+            return None
+        from tssbfw.ble import NAME_MAX
+        if not isinstance(value, str) or not 0 < len(value) <= NAME_MAX or \
+                not all(" " <= ch <= "~" for ch in value):
+            raise ValueError("ble_name must be 1..%d printable ASCII characters" % NAME_MAX)
         return value
     raise ValueError("unknown config key %r" % key)
 

@@ -1,16 +1,15 @@
 """Firmware application pieces on CPython: commands, duty waits, clock, e2e runs."""
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
+import e2e_run
 from tssbfw import config
 from tssbfw.bridge import MemoryBridge
 from tssbfw.clock import Clock
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MPY = os.path.join(os.path.dirname(sys.executable), "micropython")
 
 
@@ -87,11 +86,7 @@ def test_duty_limit_emits_duty_wait_and_holds_frames(tmp_path):
 
 
 def _run_e2e(exe, tmp_path):
-    r = subprocess.run([exe, "tests/firmware/e2e_two_nodes.py", str(tmp_path / "w")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
-    line = [l for l in r.stdout.splitlines() if l.startswith("E2E ")]
-    assert line, r.stdout + r.stderr
-    return r.returncode, json.loads(line[0][4:])
+    return e2e_run.run(exe, "e2e_two_nodes.py", tmp_path / "w")
 
 
 def _check_e2e(rc, res):

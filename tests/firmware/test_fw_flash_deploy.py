@@ -266,13 +266,23 @@ def test_deploy_builds_bundle_and_runs_mpremote(tmp_path, monkeypatch):
                                                      "tssbfw")))
         return types.SimpleNamespace(returncode=0, stderr="")
     ns = argparse.Namespace(board="t3s3", port="/dev/ttyACM0", plan="EU868.b", name="n7",
-                            no_mip=False, bundle_dir=None, dry_run=False)
+                            no_mip=False, bundle_dir=None, dry_run=False, no_ble=False,
+                            ble_name=None)
     assert cmd_deploy.run(ns, runner=runner) == 0
     assert seen["cmd"][:5] == [sys.executable, "-m", "mpremote", "connect", "/dev/ttyACM0"]
     assert seen["cfg"]["board"] == "t3s3" and seen["cfg"]["plan"] == "EU868.b"
     assert seen["cfg"]["name"] == "n7"
+    assert seen["cfg"]["ble"] is True and seen["cfg"]["ble_name"] is None
     assert "flashstore.mpy" in seen["mpy"] and "app.mpy" in seen["mpy"]
+    assert "ble.mpy" in seen["mpy"]
     mpremote_parse(seen["cmd"][3:])
+    ns.no_ble, ns.ble_name = True, "tinySSB-garden"
+    cmd_deploy.run(ns, runner=runner)
+    assert seen["cfg"]["ble"] is False and seen["cfg"]["ble_name"] == "tinySSB-garden"
+    ns.ble_name = "x" * 30
+    with pytest.raises(CliError, match="ble_name"):
+        cmd_deploy.run(ns, runner=runner)
+    ns.ble_name = None
     ns.name = "bad name!"
     with pytest.raises(CliError, match="name"):
         cmd_deploy.run(ns, runner=runner)

@@ -73,7 +73,8 @@ def attach_board(h, ctx, resolve, on_event, baud=BAUD, on_state=None):
 
 
 async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_udp=False,
-              udp_iface="0.0.0.0", udp_port=udp.PORT, duration=None, say=print):
+              udp_iface="0.0.0.0", udp_port=udp.PORT, duration=None, say=print, ble=(),
+              ble_factory=None):
     """Run the bridge.
 
     Args:
@@ -84,9 +85,14 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
         use_udp: join the UDP multicast group.
         duration: seconds to run, or None for ever.
         say: progress output.
+        ble: Bluetooth addresses of boards to keep connected to (bleak);
+            ble_factory: a BleakClient stand-in (tests).
     Returns:
         dict of final counters.
     """
+    if ble:
+        from tssb.bridge import ble as bleport
+        ble_factory = ble_factory or bleport.client_class()   # OSError without bleak
     h = HostNode(ctx.store, ctx.identity, ctx.events)
     tasks = [asyncio.ensure_future(h.run())]
     sl = port = server = None
@@ -98,6 +104,9 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
         say("websocket server on ws://%s:%d" % ws_listen)
     for uri in ws_connect:
         tasks.append(asyncio.ensure_future(websocket.connect_forever(h, uri, say)))
+    for addr in ble:
+        tasks.append(asyncio.ensure_future(
+            bleport.connect_forever(h, addr, _dedup(say), ble_factory)))
     if use_udp:
         await udp.open_multicast(h, udp.GROUP, udp_port, udp_iface)
         say("udp multicast %s:%d on %s" % (udp.GROUP, udp_port, udp_iface))

@@ -21,6 +21,10 @@ def register(subparsers):
     p.add_argument("--ws-listen", metavar="HOST:PORT", help="serve WebSocket, e.g. 127.0.0.1:8080")
     p.add_argument("--ws-connect", metavar="URI", action="append", default=[],
                    help="connect to a WebSocket pub (repeatable), e.g. ws://pub.example:8080")
+    p.add_argument("--ble", metavar="ADDRESS", action="append", default=[],
+                   help="reach a board over Bluetooth LE at this address (repeatable; needs "
+                        "bleak and a Bluetooth adapter; not tested on hardware); with --ble "
+                        "a serial board is used only when --port names it")
     p.add_argument("--udp", action="store_true", help="join UDP multicast 239.5.5.8:1558")
     p.add_argument("--udp-iface", default="0.0.0.0", metavar="ADDR",
                    help="IPv4 address of the interface for multicast (default: any)")
@@ -46,7 +50,7 @@ def run(args):
             print("%-20s %-32s %s" % (dev, desc, ", ".join(boards)))
         return 0
     resolve = None
-    if not args.no_serial:
+    if not args.no_serial and (args.port or not args.ble):
         try:
             first = ports.choose(args.port)
         except ports.PortChoiceError as e:
@@ -58,7 +62,8 @@ def run(args):
     ctx = Context.open(args.home)
     try:
         out = asyncio.run(runner.run(ctx, resolve, args.baud, ws_listen, args.ws_connect,
-                                     args.udp, args.udp_iface, duration=args.duration))
+                                     args.udp, args.udp_iface, duration=args.duration,
+                                     ble=args.ble))
     except KeyboardInterrupt:
         return 130
     except OSError as e:

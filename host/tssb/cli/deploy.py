@@ -30,6 +30,12 @@ def register(subparsers):
     p.add_argument("--plan", default=default_plan, choices=plans,
                    help="LoRa region plan (default %(default)s, as deployed tinySSB nodes)")
     p.add_argument("--name", help="node name in event logs (default: from its public key)")
+    p.add_argument("--no-ble", action="store_true",
+                   help="switch the board's Bluetooth LE port off (default on: the tinySSB "
+                        "Android app connects to the board as to a deployed node)")
+    p.add_argument("--ble-name", metavar="NAME",
+                   help="name the board advertises over BLE (default tinySSB-XXXX from its "
+                        "public key)")
     p.add_argument("--no-mip", action="store_true",
                    help="do not install the LoRa drivers with mip (host without internet)")
     p.add_argument("--bundle-dir", metavar="DIR",
@@ -39,11 +45,12 @@ def register(subparsers):
     p.set_defaults(func=run)
 
 
-def node_config(board_spec, plan, name):
+def node_config(board_spec, plan, name, ble=True, ble_name=None):
     """The /tssb/config.json the board boots with (validated like the firmware does)."""
     from tssbfw import config
     cfg = dict(config.DEFAULTS)
-    cfg.update({"board": board_spec, "plan": plan, "name": name})
+    cfg.update({"board": board_spec, "plan": plan, "name": name, "ble": ble,
+                "ble_name": ble_name})
     for k in cfg:
         try:
             cfg[k] = config.check(k, cfg[k])
@@ -58,7 +65,7 @@ def run(args, runner=None, list_fn=None):
         board = tssb_boards.get(args.board)
     except ValueError as e:
         raise CliError(str(e))
-    cfg = node_config(args.board, args.plan, args.name)
+    cfg = node_config(args.board, args.plan, args.name, not args.no_ble, args.ble_name)
     port = "PORT" if args.dry_run and not args.port else \
         ports.choose(board, args.port, list_fn() if list_fn else None)
     tmp = None
