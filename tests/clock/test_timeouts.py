@@ -35,3 +35,23 @@ def test_certs_client_times_out_on_a_silent_server():
         return e.value
     err = asyncio.run(asyncio.wait_for(main(), 10))
     assert str(err) == "timeout"
+
+
+def test_pending_events_are_charged_to_the_session_budget():
+    """Events held until their references arrive count as unverified elements (one unit
+    each, one per chunk they carry), so a peer's orphans stop at the session's budget."""
+    import types
+
+    from tssb.session.budget import BudgetExceeded, Limits, Pool
+    m = SyncMachine(feed_repo(), "feeds")
+    m.budget = Pool(Limits(unverified=9)).budget()
+    ev = [types.SimpleNamespace(eid=bytes([i]) * 32, chunks=(b"c",) * i) for i in range(4)]
+    for e in ev[:3]:
+        m._pend(e)                  # 1 + 2 + 3 units
+    assert m.budget.held["unverified"] == 6
+    with pytest.raises(BudgetExceeded):
+        m._pend(ev[3])              # 4 more would pass 9
+    m._unpend(ev[1].eid)
+    assert m.budget.held["unverified"] == 4
+    m.release()
+    assert m.budget.held["unverified"] == 0

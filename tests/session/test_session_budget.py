@@ -10,10 +10,11 @@ import types
 
 import pytest
 
-from tssb.context import Context
 from tssb.session import StreamRefused, connect, start_server
 from tssb.session import mux as M
 from tssb.session.budget import BudgetExceeded, Limits, Pool, offload
+
+from test_session_net import hosts  # noqa: F401 (fixture: two homes, b allowed by a)
 
 ECHO = "tssb_test_budget_echo"
 
@@ -28,17 +29,6 @@ def echo_module():
     sys.modules[ECHO] = types.SimpleNamespace(serve=_echo)
     yield
     sys.modules.pop(ECHO, None)
-
-
-@pytest.fixture
-def hosts(tmp_path):
-    a = Context.open(str(tmp_path / "a"))
-    b = Context.open(str(tmp_path / "b"))
-    b.set_network_key(a.network_key)
-    a.store.add_peer(b.identity.public, "b")
-    yield a, b
-    a.close()
-    b.close()
 
 
 def run(coro, limit=60):

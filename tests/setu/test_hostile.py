@@ -2,14 +2,12 @@
 elements, maximum IBFs, a peer that does not read; every one is stopped by the session
 budget with a stable reason and bounded memory, and heavy decoding runs off the loop."""
 import asyncio
-import hashlib
 import os
 import threading
 import tracemalloc
 import types
 
 import pytest
-from nacl.signing import SigningKey
 
 from tinyssb.store import MemStore
 from tssb.channel import memory_pair
@@ -20,24 +18,11 @@ from tssb.setu import messages as M
 from tssb.setu import policy, service
 from tssb.setu.driver import reconcile
 from tssb.setu.machine import DEFAULT_APP_ID, Config
-from tssb.setu.tinyssb_elements import (ELEMENT_TYPE, StoreSource, make_chunk_element, mid_of)
+from tssb.setu.tinyssb_elements import ELEMENT_TYPE, StoreSource, make_chunk_element
+
+from test_store_adapter import _feed
 
 PEER = bytes(32)
-
-
-def _feed(store, seed, n):
-    sk = SigningKey(hashlib.sha256(seed).digest())
-    fid = bytes(sk.verify_key)
-    store.add_feed(fid)
-    prev = fid[:20]
-    for seq in range(1, n + 1):
-        nam = b"tinyssb-v0" + fid + seq.to_bytes(4, "big") + prev
-        head = hashlib.sha256(nam).digest()[:7] + b"\x00" + (b"e %d" % seq).ljust(48, b"\x00")
-        pkt = head + sk.sign(nam + head).signature
-        mid = mid_of(fid, seq, prev, pkt)
-        store.append(fid, seq, pkt, mid)
-        prev = mid
-    return fid
 
 
 def _ctx(n=50):

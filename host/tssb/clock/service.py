@@ -76,7 +76,9 @@ async def serve(channel, ctx, peer):
         finally:
             channel.close()
         return {"ok": False, "reason": e.reason}
+    machine.budget = getattr(channel, "budget", None)
     try:
         return await run_sync(channel, machine, first=first, events=events, peer=peer)
     finally:
+        machine.release()
         channel.close()

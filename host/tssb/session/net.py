@@ -267,10 +267,10 @@ class LagProbe:
     records how much later than asked it woke up.
 
     `worst_ms`: the largest lateness since start (or the last `reset()`), and
-    `worst_runq_ms` the part of that tick the loop's thread spent waiting for a CPU (the
-    machine was busy with other processes). `worst_stall_ms`: the largest lateness minus
-    that wait, i.e. what our process itself (our code, or a worker thread holding the GIL)
-    kept the loop from running; without schedstat it equals `worst_ms`."""
+    `worst_runq_ms` how long, in that tick, the loop's thread waited for a CPU (the machine
+    was busy with other processes). `worst_stall_ms`: the largest of each tick's lateness
+    minus its wait for a CPU, i.e. what our process itself (our code, or a worker thread
+    holding the GIL) kept the loop from running; without schedstat, as `worst_ms`."""
 
     def __init__(self, tick=LAG_TICK_S):
         self.tick = tick
