@@ -51,7 +51,8 @@ async def reconcile(channel, eset, initiator, config=None, progress=None,
     """
     if budget is None:
         budget = getattr(channel, "budget", None)
-    m = Reconciler(eset, initiator, config, budget)
+    m = Reconciler(eset, initiator, config)
+    m.budget = budget
     m.lazy_output = True
     t0 = time.monotonic()
     b0 = (channel.sent_bytes, channel.recv_bytes, channel.sent_msgs, channel.recv_msgs)
