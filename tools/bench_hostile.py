@@ -128,13 +128,15 @@ class Server:
             raise RuntimeError("tssb serve did not start: %s" % self.lines[-5:])
 
     def _read(self):
+        # log lines: "<time> INFO    tssb.session: stats {...}" (tssb's log format)
         for line in self.proc.stderr:
             line = line.rstrip("\n")
-            if line.startswith("stats "):
-                self.stats.append((time.monotonic(), json.loads(line[6:])))
+            _, sep, text = line.partition(" tssb.session: ")
+            if sep and text.startswith("stats "):
+                self.stats.append((time.monotonic(), json.loads(text[6:])))
             else:
                 self.lines.append(line)
-            if line.startswith("serving "):
+            if sep and text.startswith("serving "):
                 self._ready.set()
 
     def rss_mib(self):

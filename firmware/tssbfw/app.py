@@ -45,7 +45,10 @@ class Firmware:
     def __init__(self, plan, link, modem, clock, events=None, rand=None, bridge=None,
                  wdt=None, tick_ms=100, cfg=None, root=None, time_scale=1):
         """Args:
-            plan: regions.plan(...); link: corelink.NodeLink; modem: async lora driver;
+            plan: regions.plan(...), or None when no region is configured: then the
+                radio stays off (no modem, nothing queued or sent; the node still runs
+                for the USB bridge and BLE);
+            link: corelink.NodeLink; modem: async lora driver (None with no plan);
             clock: object with now() ms; events: DeviceEvents or None;
             rand: function(n); bridge: bridge adapter; wdt: object with feed() or None;
             cfg, root: the config dict and its directory (for config_set), optional.
@@ -65,8 +68,10 @@ class Firmware:
         self.root = root
         self.rand = rand or _rand_fn()
         self.port = RadioPort(plan, events)
-        self.limiter = TxLimiter(plan["limits"])
-        self.sched = Scheduler(lambda n: plan_airtime_ms(plan, n), self.limiter, self.rand)
+        self.limiter = self.sched = None
+        if plan is not None:
+            self.limiter = TxLimiter(plan["limits"])
+            self.sched = Scheduler(lambda n: plan_airtime_ms(plan, n), self.limiter, self.rand)
         self.counters = {"enqueue_bad": 0}
         self.faces = []   # other interfaces of the node: send(pkt), status(), run(fw)
         self._limited_seen = 0
@@ -75,6 +80,9 @@ class Firmware:
     # -- synchronous steps (also used by the simulator and tests) ----------------------
     def enqueue(self, pkt):
         """Frame a packet and queue it; returns the drop reason or None."""
+        if self.sched is None:   # no region plan: the radio must not transmit
+            self.counters["radio_off"] = self.counters.get("radio_off", 0) + 1
+            return "radio_off"
         try:
             frame = add_crc(pkt)
         except WireError:
@@ -102,6 +110,8 @@ class Firmware:
 
     def next_frame(self, now_ms):
         """The frame to transmit now, or None; emits duty_wait when the limiter waits."""
+        if self.sched is None:
+            return None
         f = self.sched.pop(now_ms)
         lim = self.sched.counters["limited"]
         if lim != self._limited_seen:
@@ -113,12 +123,16 @@ class Firmware:
     # -- host commands (through the bridge) --------------------------------------------
     def status(self):
         store = self.link.store
-        st = {"plan": self.plan["name"], "feeds": len(store.feeds()),
+        on = self.sched is not None
+        st = {"plan": self.plan["name"] if on else None, "feeds": len(store.feeds()),
               "store_used": getattr(store, "used", None),
-              "queue": len(self.sched), "radio": dict(self.port.counters),
-              "sched": dict(self.sched.counters), "node": self.link.node_counters(),
-              "duty_used_ms": self.limiter.used_ms(self.clock.now()),
+              "queue": len(self.sched) if on else 0, "radio": dict(self.port.counters),
+              "sched": dict(self.sched.counters) if on else {},
+              "node": self.link.node_counters(),
+              "duty_used_ms": self.limiter.used_ms(self.clock.now()) if on else 0,
               "now_ms": self.clock.now()}
+        if not on:
+            st["radio_off"] = "no region plan: tssb config set plan NAME, then restart"
         for f in self.faces:
             st[f.name] = f.status()
         return st
@@ -139,7 +153,7 @@ class Firmware:
                 if self.root is not None:
                     configmod.save(self.root, self.cfg)
                 return {"ok": True, "restart": cmd[1] in ("plan", "board", "capacity",
-                                                          "ble", "ble_name")}
+                                                          "ble", "ble_name", "power", "sf")}
             if op == "set_epoch":
                 if self.events is not None:
                     self.events.set_epoch(int(cmd[1]))
@@ -185,8 +199,9 @@ class Firmware:
     async def run(self, duration_ms=None):
         """Run the tasks; forever, or for `duration_ms` (tests, simulations)."""
         self._running = True
+        loops = (self._rx_task, self._tx_task) if self.modem is not None else ()
         tasks = [asyncio.create_task(t()) for t in
-                 (self._rx_task, self._tx_task, self._tick_task, self._host_task)]
+                 loops + (self._tick_task, self._host_task)]
         tasks += [asyncio.create_task(f.run(self)) for f in self.faces]
         try:
             if duration_ms is None:
@@ -226,7 +241,12 @@ def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
     if not cfg["board"]:
         raise ValueError("no board configured in %s/config.json" % root)
     board = tssb_boards.get(cfg["board"])
-    plan = regions.plan(cfg["plan"])
+    plan = None
+    if cfg["plan"] is None:
+        problems.append("no region plan: radio off until `tssb config set plan NAME` "
+                        "and a restart")
+    else:
+        plan = regions.plan(cfg["plan"], cfg["power"], cfg["sf"])
     c = corelink.crypto()
     seed, pub, created = configmod.load_identity(root, c.publickey, urandom)
     if created:
@@ -236,7 +256,7 @@ def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
     name = cfg["name"] or ("tssb-" + pub[:4].hex())
     events = DeviceEvents(name, clock, bridge.on_event)
     power.power_up(board, machine_mod)
-    modem = make_modem(board, plan, lora_mod, machine_mod)
+    modem = None if plan is None else make_modem(board, plan, lora_mod, machine_mod)
     store = (store_factory or FlashStore)(root + "/feeds", capacity=cfg["capacity"],
                                           events=events)
     link = corelink.NodeLink(store, (seed, pub), events, node_factory=node_factory)

@@ -1,12 +1,17 @@
 """Node configuration and identity on flash.
 
   <root>/config.json   {"plan", "board", "name", "capacity", "tick_ms", "ble",
-                        "ble_name"} (JSON)
+                        "ble_name", "power", "sf"} (JSON)
   <root>/identity      the 32-byte Ed25519 seed of the node's own feed
 
 Both are written atomically (write `.tmp`, remove, rename; a lone `.tmp` is finished).
 A missing or unreadable config gives the defaults (and says why in `problems`); a
 missing identity is created on first boot from os.urandom.
+
+There is no default region plan: a board transmits only in the band its user chose
+(`tssb deploy --plan`, `tssb config set plan`); without one the radio stays off.
+"power" and "sf" override the plan's TX power (capped by the band's limit) and
+spreading factor; None keeps the plan's.
 """
 import json
 import os
@@ -19,10 +24,19 @@ MIN_CAPACITY = 16 * 1024      # below this a node cannot hold even a handful of 
 MAX_CAPACITY = 64 << 20       # larger than any ESP32 flash
 MIN_TICK_MS = 10
 MAX_TICK_MS = 5000
+# TX power the radios can be set to: SX126x -9..+22 dBm (SX1261/2 datasheet, SetTxParams);
+# the plan's band caps it further (regions.RULES max_dbm).
+MIN_POWER_DBM = -9
+MAX_POWER_DBM = 22
+# Spreading factors both radio families run with an explicit header (SX127x: 7..12 with
+# SF6 implicit only; SX126x: 5..12); the deployed plans use 7 and 9.
+MIN_SF = 7
+MAX_SF = 12
 
-DEFAULTS = {"plan": regions.DEFAULT_PLAN, "board": None, "name": None,
+DEFAULTS = {"plan": None, "board": None, "name": None,   # no plan: radio off
             "capacity": DEFAULT_CAPACITY, "tick_ms": 100,
-            "ble": True, "ble_name": None}   # BLE on, as on deployed boards
+            "ble": True, "ble_name": None,   # BLE on, as on deployed boards
+            "power": None, "sf": None}       # None: the plan's own
 
 
 def check(key, value):
@@ -32,7 +46,18 @@ def check(key, value):
         ValueError: unknown key or bad value (message says which).
     """
     if key == "plan":
-        regions.plan(value)
+        if value is not None:
+            regions.plan(value)
+        return value
+    if key == "power":
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or
+                                  not MIN_POWER_DBM <= value <= MAX_POWER_DBM):
+            raise ValueError("power must be %d..%d dBm" % (MIN_POWER_DBM, MAX_POWER_DBM))
+        return value
+    if key == "sf":
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or
+                                  not MIN_SF <= value <= MAX_SF):
+            raise ValueError("sf must be %d..%d" % (MIN_SF, MAX_SF))
         return value
     if key == "board":
         if value is None:

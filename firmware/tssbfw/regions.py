@@ -55,9 +55,12 @@ def names():
     return sorted(PLANS)
 
 
-def plan(name):
+def plan(name, power=None, sf=None):
     """The plan called `name` (a copy, with `name`, `rule` limits and capped `power`).
 
+    Args:
+        power, sf: override the plan's TX power (dBm, still capped by the band's
+            max_dbm) and spreading factor; None keeps the plan's.
     Raises:
         ValueError: unknown plan name.
     """
@@ -67,7 +70,9 @@ def plan(name):
     out = dict(p)
     out["name"] = name
     out["limits"] = dict(RULES[p["rule"]])
-    out["power"] = min(p["power"], out["limits"]["max_dbm"])
+    if sf is not None:
+        out["sf"] = sf
+    out["power"] = min(p["power"] if power is None else power, out["limits"]["max_dbm"])
     return out
 
 

@@ -16,7 +16,7 @@ import time
 import nacl.bindings
 from tinyssb import eventlog
 
-from tssb.store import open_store
+from tssb.store import DB_NAME, open_store
 
 # The SSB main-net "caps" key (Scuttlebutt Protocol Guide, "Handshake"); selectable with
 # `tssb id --network ssb-main`. The default for tssb is a fresh per-deployment key.
@@ -32,8 +32,15 @@ def default_home():
     return os.environ.get(HOME_ENV) or os.path.join(os.path.expanduser("~"), ".tssb")
 
 
+class NoHome(FileNotFoundError):
+    """Context.open(create=False) found no data directory (or no store in it)."""
+
+
 def add_home_option(parser):
-    """Add the common `--home DIR` option to a sub-command's parser."""
+    """Add the common `--home DIR` option to a sub-command's parser (the `tssb` parsers
+    have it already: then this does nothing)."""
+    if "--home" in parser._option_string_actions:
+        return
     parser.add_argument("--home", metavar="DIR", default=None,
                         help="data directory (default: $%s, else ~/.tssb)" % HOME_ENV)
 
@@ -121,15 +128,18 @@ class Context:
         Returns:
             Context.
         Raises:
-            FileNotFoundError: create is False and the directory has no identity.
+            NoHome: create is False and the directory has no store or no identity
+                (nothing is created then).
         """
         home = os.path.abspath(home or default_home())
+        if not create and not os.path.isfile(os.path.join(home, DB_NAME)):
+            raise NoHome("no tssb home at %s (run `tssb id`)" % home)
         store = open_store(home)
         got = store.identity()
         if got is None:
             if not create:
                 store.close()
-                raise FileNotFoundError("no identity in %s (run `tssb id`)" % home)
+                raise NoHome("no identity in %s (run `tssb id`)" % home)
             ident = Identity.generate()
             store.set_identity(ident.seed, ident.public)
         else:

@@ -7,6 +7,7 @@ cores when started as plain Python. Counts are printed to stdout as one JSON obj
 import argparse
 import json
 import os
+import signal
 import sys
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
@@ -151,12 +152,28 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         sys.exit(2)
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        # Ctrl-C reaches the JVM too (same process group): py4j then fails with its own
+        # errors and logs them with tracebacks. Remember it, and keep them quiet.
+        interrupted.append(signum)
+        import logging
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_sigint)
     try:
         status = args.func(args)
     except CliError as e:
         print("tssb-spark: error: %s" % e, file=sys.stderr)
         status = 2
     except KeyboardInterrupt:
+        print("tssb-spark: interrupted", file=sys.stderr)
+        status = 130
+    except Exception:
+        if not interrupted:
+            raise
+        print("tssb-spark: interrupted", file=sys.stderr)
         status = 130
     sys.exit(status or 0)
 

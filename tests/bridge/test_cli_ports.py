@@ -10,7 +10,7 @@ from tssb.cli import main
 
 def _run(argv, capsys):
     with pytest.raises(SystemExit) as e:
-        main(argv)
+        main(["--init"] + list(argv))
     return e.value.code, capsys.readouterr().out
 
 

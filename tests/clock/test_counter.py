@@ -339,7 +339,7 @@ def test_old_blocked_table_layout_replaced(tmp_path):
 def _tssb(capsys, home, *argv):
     from tssb import cli
     with pytest.raises(SystemExit) as e:
-        cli.main(["counter", "--home", home] + list(argv))
+        cli.main(["--init", "counter", "--home", home] + list(argv))
     out = capsys.readouterr()
     return e.value.code, out.out, out.err
 

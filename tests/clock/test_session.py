@@ -22,7 +22,7 @@ from tssb.session import start_server
 
 def tssb(capsys, *argv):
     with pytest.raises(SystemExit) as e:
-        cli.main(list(argv))
+        cli.main(["--init"] + list(argv))
     out = capsys.readouterr()
     return e.value.code, out.out, out.err
 
@@ -160,7 +160,7 @@ def test_entity_mode_fetches_one_feed(hosts, capsys):
     code, out, err = tssb(capsys, "clock", "sync", "--peer", server.addr, "--home", home_b,
                           "--feed", wanted.fid.hex())
     assert code == 0, err
-    assert "clock sync (entity)" in out and "events sent=0 recv=7" in out
+    assert "clock sync (entity)" in err and "events sent=0 recv=7" in out
     assert b.store.front(wanted.fid)[0] == 7 and not b.store.has_feed(other.fid)
     assert digest(a, [wanted.fid]) == digest(b, [wanted.fid])
     assert [e["mode"] for e in sync_events(a, wait=1)] == ["entity"]

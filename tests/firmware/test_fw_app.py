@@ -66,6 +66,30 @@ def test_commands_over_the_bridge(tmp_path):
     assert json.loads(br.lines[-1])["ts"] >= 1735689600000
 
 
+def test_no_region_plan_keeps_the_radio_off(tmp_path):
+    import lora
+    import machine
+    from tssbfw import app
+    root = str(tmp_path / "node")
+    config.save(root, {"board": "heltec-v3", "name": "t1"})     # deployed without a plan
+    br = MemoryBridge()
+    fw, problems = app.boot(root, lora_mod=lora, machine_mod=machine, bridge=br,
+                            bluetooth_mod=None)
+    assert any("no region plan" in p for p in problems)
+    assert fw.modem is None and fw.sched is None
+    assert fw.enqueue(b"\x01" * 40) == "radio_off"
+    fw.on_tick(1000)                                         # the node's claims: not queued
+    assert fw.next_frame(10 ** 6) is None and fw.counters["radio_off"] >= 1
+    st = fw.command(("status",))
+    assert st["plan"] is None and "radio_off" in st and st["queue"] == 0
+    assert fw.command(("config_set", "plan", "EU868.a")) == {"ok": True, "restart": True}
+    assert fw.command(("config_set", "power", 10)) == {"ok": True, "restart": True}
+    fw, problems = app.boot(root, lora_mod=lora, machine_mod=machine, bridge=br,
+                            bluetooth_mod=None)
+    assert fw.plan["name"] == "EU868.a" and fw.plan["power"] == 10 and fw.modem is not None
+    assert fw.enqueue(b"\x01" * 40) is None
+
+
 def test_duty_limit_emits_duty_wait_and_holds_frames(tmp_path):
     br = MemoryBridge()
     fw, _ = boot(tmp_path, plan="EU868.a", bridge=br)

@@ -94,7 +94,7 @@ def test_ldo2_code_range():
 def test_config_defaults_validation_and_atomic_save(tmp_path):
     root = str(tmp_path / "cfg")
     cfg, problems = config.load(root)
-    assert cfg["plan"] == "US915.a" and problems == ["no config, using defaults"]
+    assert cfg["plan"] is None and problems == ["no config, using defaults"]   # no default
     config.save(root, {"plan": "EU868.b", "board": "t3s3", "name": "n1"})
     cfg, problems = config.load(root)
     assert (cfg["plan"], cfg["board"], cfg["name"], problems) == ("EU868.b", "t3s3", "n1", [])
@@ -103,7 +103,7 @@ def test_config_defaults_validation_and_atomic_save(tmp_path):
     with open(root + "/config.json", "w") as f:
         f.write('{"plan": "XX", "tick_ms": 1, "board": "heltec-v3"}')
     cfg, problems = config.load(root)
-    assert cfg["plan"] == "US915.a" and cfg["tick_ms"] == 100 and cfg["board"] == "heltec-v3"
+    assert cfg["plan"] is None and cfg["tick_ms"] == 100 and cfg["board"] == "heltec-v3"
     assert len(problems) == 2
     with open(root + "/config.json", "w") as f:
         f.write("{not json")
@@ -123,3 +123,17 @@ def test_identity_created_once(tmp_path):
     assert created and seed == b"\x07" * 32 and pub == crypto.publickey(seed)
     seed2, pub2, created2 = config.load_identity(root, crypto.publickey, rnd)
     assert (seed2, pub2, created2) == (seed, pub, False) and calls == [32]
+
+
+def test_power_and_sf_keys_override_the_plan_within_the_band():
+    assert config.check("power", 10) == 10 and config.check("sf", 9) == 9
+    assert config.check("power", None) is None and config.check("sf", None) is None
+    for key, bad in (("power", 23), ("power", -10), ("power", True), ("power", "10"),
+                     ("sf", 6), ("sf", 13), ("sf", 7.0)):
+        with pytest.raises(ValueError):
+            config.check(key, bad)
+    p = regions.plan("EU868.a", power=20, sf=9)
+    assert p["sf"] == 9 and p["power"] == 14          # ETSI band M caps at 14 dBm
+    assert regions.plan("US915.a", power=5)["power"] == 5
+    assert regions.plan("US915.a")["sf"] == 7 and regions.plan("US915.a")["power"] == 20
+    assert regions.lora_cfg(regions.plan("AU915.a", sf=12))["sf"] == 12

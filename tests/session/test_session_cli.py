@@ -9,7 +9,7 @@ from tssb.context import SSB_MAIN_NETWORK_KEY, Context, ssb_id
 
 def tssb(capsys, *argv):
     with pytest.raises(SystemExit) as e:
-        main(list(argv))
+        main(["--init"] + list(argv))
     out = capsys.readouterr()
     return e.value.code, out.out, out.err
 

@@ -16,7 +16,7 @@ from tssb.trdag.service import open_index
 
 def tssb(capsys, *argv):
     with pytest.raises(SystemExit) as e:
-        cli.main(list(argv))
+        cli.main(["--init"] + list(argv))
     out = capsys.readouterr()
     return e.value.code, out.out, out.err
 

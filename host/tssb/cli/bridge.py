@@ -1,8 +1,10 @@
 """`tssb bridge`: attach to a board over USB serial and gateway it to WebSocket and UDP."""
-import asyncio
+import logging
 
-from tssb.cli import CliError
-from tssb.context import Context, add_home_option
+from tssb.cli import EXIT_FAILURE, CliError, _board as board, open_home, peer_address, \
+    run_async
+
+log = logging.getLogger("tssb.bridge")
 
 
 def register(subparsers):
@@ -13,7 +15,6 @@ def register(subparsers):
                     "not reset), mirrors the board's feeds into the store, reconnects after "
                     "unplug, and optionally speaks tinySSB over WebSocket (server and client, "
                     "one binary message per packet) and UDP multicast 239.5.5.8:1558.")
-    add_home_option(p)
     p.add_argument("--port", metavar="P", help="serial port (default: auto-detect the board)")
     p.add_argument("--baud", type=int, default=115200, help="baud rate (default 115200)")
     p.add_argument("--no-serial", action="store_true", help="run without a board (gateway only)")
@@ -29,15 +30,7 @@ def register(subparsers):
     p.add_argument("--udp-iface", default="0.0.0.0", metavar="ADDR",
                    help="IPv4 address of the interface for multicast (default: any)")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
-    p.set_defaults(func=run)
-
-
-def _hostport(text):
-    host, _, port = text.rpartition(":")
-    try:
-        return (host or "127.0.0.1", int(port))
-    except ValueError:
-        raise CliError("--ws-listen wants HOST:PORT, got %r" % text)
+    p.set_defaults(func=run, log_default="info")
 
 
 def run(args):
@@ -54,21 +47,26 @@ def run(args):
         try:
             first = ports.choose(args.port)
         except ports.PortChoiceError as e:
-            raise CliError(str(e))
+            raise CliError(str(e), EXIT_FAILURE)
         # after an unplug the board may come back under another name: re-detect then
         resolve = (lambda: args.port) if args.port else (lambda: ports.choose(None))
-        print("board port %s" % first)
-    ws_listen = _hostport(args.ws_listen) if args.ws_listen else None
-    ctx = Context.open(args.home)
+        if args.port:
+            board.check_port(args.port, args.baud)
+        log.info("board port %s", first)
+    ws_listen = peer_address(args.ws_listen, "--ws-listen") if args.ws_listen else None
+    if args.duration is not None and not args.duration > 0:
+        raise CliError("--duration must be positive")
+    ctx = open_home(args)
     try:
-        out = asyncio.run(runner.run(ctx, resolve, args.baud, ws_listen, args.ws_connect,
-                                     args.udp, args.udp_iface, duration=args.duration,
-                                     ble=args.ble))
+        out = run_async(runner.run(ctx, resolve, args.baud, ws_listen, args.ws_connect,
+                                   args.udp, args.udp_iface, duration=args.duration,
+                                   ble=args.ble, say=log.info))
     except KeyboardInterrupt:
-        return 130
+        log.info("stopped")
+        return 0
     except OSError as e:
-        raise CliError(str(e))
+        raise CliError("bridge: %s" % (e.strerror or e), EXIT_FAILURE)
     finally:
         ctx.close()
-    print("stopped: feeds %(feeds)d, packets rx %(rx)d tx %(tx)d" % out)
+    log.info("stopped: feeds %(feeds)d, packets rx %(rx)d tx %(tx)d", out)
     return 0

@@ -1,7 +1,8 @@
 """`tssb cert`: Merkle feed certificates: make, verify, compare (docs/certs.md)."""
+import json
 import sys
 
-from tssb.cli import CliError
+from tssb.cli import CliError, open_home, resolve_feed
 
 FORMS = ("auto", "bridging", "compact", "head")
 MAX_FILE = 64 * 1024  # certificates are < 4.2 KB and fork proofs < 8.5 KB; refuse more
@@ -17,17 +18,14 @@ def register(subparsers):
     sub = p.add_subparsers(dest="cert_command", metavar="ACTION")
     p.set_defaults(func=lambda _args: p.print_help() or 2)
 
-    def home(sp):
-        from tssb.context import add_home_option
-        add_home_option(sp)
-
     sp = sub.add_parser(
         "make", help="write the certificate of entry SEQ of FEED to a file",
         description="Write a certificate file for entry SEQ of FEED. Your own feed is "
                     "certified up to its newest entry first (the records are kept in the "
                     "host database); for other feeds the author's records must be present.")
     sp.add_argument("feed", metavar="FEED",
-                    help="'self', a feed ID (64 hex digits) or a unique prefix of a stored one")
+                    help="'self', a feed ID (64 hex digits or @base64.ed25519) or a unique "
+                         "prefix of a stored one")
     sp.add_argument("seq", metavar="SEQ", type=int, help="entry number (1-based)")
     sp.add_argument("--form", choices=FORMS, default="auto",
                     help="auto (default): compact once the feed has grown to the next power "
@@ -36,7 +34,7 @@ def register(subparsers):
                     help="anchor at entry N (SEQ <= N <= newest); overrides --form")
     sp.add_argument("-o", "--output", metavar="FILE",
                     help="output file (default: <feed prefix>-<SEQ>.tssbcert here)")
-    home(sp)
+    sp.add_argument("--json", action="store_true", help="print the result as one JSON object")
     sp.set_defaults(func=cmd_make)
 
     sp = sub.add_parser(
@@ -45,6 +43,7 @@ def register(subparsers):
                     "are valid, 1 otherwise. No data directory is needed.")
     sp.add_argument("files", metavar="FILE", nargs="+")
     sp.add_argument("--feed", metavar="HEX", help="require certificates to be of this feed")
+    sp.add_argument("--json", action="store_true", help="one JSON object per file")
     sp.set_defaults(func=cmd_verify)
 
     sp = sub.add_parser(
@@ -64,31 +63,8 @@ def register(subparsers):
                         description="For each stored feed (or FEED): entries held and "
                                     "entries certified.")
     sp.add_argument("feed", metavar="FEED", nargs="?")
-    home(sp)
+    sp.add_argument("--json", action="store_true", help="one JSON object per feed")
     sp.set_defaults(func=cmd_status)
-
-
-def _open_context(home):
-    from tssb.context import Context
-    return Context.open(home)
-
-
-def _resolve_feed(ctx, text):
-    if text == "self":
-        return ctx.identity.public
-    t = text.lower()
-    try:
-        bytes.fromhex(t if len(t) % 2 == 0 else t + "0")
-    except ValueError:
-        raise CliError("FEED must be 'self' or hex digits, got %r" % text)
-    if len(t) == 64:
-        return bytes.fromhex(t)
-    if len(t) < 8:
-        raise CliError("a feed prefix needs at least 8 hex digits")
-    hits = [f for f in ctx.store.feeds() if bytes(f).hex().startswith(t)]
-    if len(hits) != 1:
-        raise CliError("%d stored feeds start with %s" % (len(hits), t))
-    return bytes(hits[0])
 
 
 def _certlog(ctx, fid):
@@ -129,9 +105,9 @@ def _anchor(args, log):
 
 def cmd_make(args):
     from tssb.certs import CertError
-    ctx = _open_context(args.home)
+    ctx = open_home(args)
     try:
-        fid = _resolve_feed(ctx, args.feed)
+        fid = resolve_feed(ctx, args.feed)
         if not ctx.store.has_feed(fid):
             raise CliError("feed %s is not stored here" % fid.hex())
         log = _certlog(ctx, fid)
@@ -154,6 +130,10 @@ def cmd_make(args):
         out = args.output or "%s-%d.tssbcert" % (fid.hex()[:16], args.seq)
         with open(out, "wb") as f:
             f.write(raw)
+        if args.json:
+            print(json.dumps({"file": out, "feed": fid.hex(), "seq": args.seq,
+                              "form": cert.form, "anchor": anchor, "bytes": len(raw)}))
+            return 0
         print("wrote %s: entry %d of feed %s, %s form (anchor %d), %d bytes"
               % (out, args.seq, fid.hex()[:16], cert.form, anchor, len(raw)))
     finally:
@@ -212,6 +192,10 @@ def cmd_verify(args):
                 r = forks.verify_proof(data)
                 if fid is not None and r.fid != fid:
                     raise CertError("wrong_feed")
+                if args.json:
+                    print(json.dumps({"file": path, "valid": True, "kind": "fork_proof",
+                                      "feed": r.fid.hex(), "at": [r.key[0], r.key[1]]}))
+                    continue
                 print("%s: valid FORK PROOF: feed %s signed two incompatible histories"
                       % (path, r.fid.hex()))
                 print("  at %s %d: %s versus %s" % (r.key[0], r.key[1], r.value_a.hex(),
@@ -220,10 +204,18 @@ def cmd_verify(args):
                       % (r.cert_a.seq, r.cert_a.anchor, r.cert_b.seq, r.cert_b.anchor))
             else:
                 v = certificate.verify(data, fid=fid)
+                if args.json:
+                    print(json.dumps({"file": path, "valid": True, "kind": "certificate",
+                                      "form": v.form, "feed": v.fid.hex(), "seq": v.seq,
+                                      "anchor": v.anchor, "mid": v.mid.hex()}))
+                    continue
                 print("%s: %s" % (path, "\n".join(describe(v))))
         except CertError as e:
             bad += 1
-            print("%s: INVALID: %s" % (path, e))
+            if args.json:
+                print(json.dumps({"file": path, "valid": False, "reason": str(e)}))
+            else:
+                print("%s: INVALID: %s" % (path, e))
     return 1 if bad else 0
 
 
@@ -255,14 +247,19 @@ def cmd_compare(args):
 
 
 def cmd_status(args):
-    ctx = _open_context(args.home)
+    ctx = open_home(args)
     try:
-        fids = [_resolve_feed(ctx, args.feed)] if args.feed else ctx.store.feeds()
+        fids = [resolve_feed(ctx, args.feed)] if args.feed else ctx.store.feeds()
         for fid in fids:
             fid = bytes(fid)
             log = _certlog(ctx, fid)
             held = ctx.store.front(fid)[0] if ctx.store.has_feed(fid) else 0
             own = " (own feed: certified on `cert make`)" if fid == ctx.identity.public else ""
+            if args.json:
+                print(json.dumps({"feed": fid.hex(), "entries": held,
+                                  "certified": log.front(),
+                                  "own": fid == ctx.identity.public}))
+                continue
             print("%s  entries %d  certified %d%s" % (fid.hex(), held, log.front(), own))
     finally:
         ctx.close()

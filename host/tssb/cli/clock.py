@@ -1,17 +1,18 @@
 """`tssb clock status` and `tssb clock sync --peer HOST:PORT` (Bloom-clock sync)."""
 import asyncio
+import json
+import sys
 import time
 
 from tssb.clock.service import store_db
 
-from tssb.cli import CliError
+from tssb.cli import CliError, open_home, peer_address, run_async
 
 DEFAULT_TIMEOUT = 120.0   # seconds for one whole sync (connect, handshake, all rounds)
 
 
 def _ctx(args):
-    from tssb.context import Context
-    return Context.open(args.home)   # None: $TSSB_HOME, else ~/.tssb
+    return open_home(args)
 
 
 def _short(b, n=16):
@@ -83,13 +84,6 @@ def cmd_status(args):
     return 0
 
 
-def _peer_addr(text):
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise CliError("--peer must be HOST:PORT, got %r" % text)
-    return host.strip("[]"), int(port)
-
-
 async def sync_with(ctx, host, port, peer, mode, key, n, k, timeout=DEFAULT_TIMEOUT):
     """One clock sync as the initiator over a secure session.
 
@@ -123,7 +117,7 @@ async def sync_with(ctx, host, port, peer, mode, key, n, k, timeout=DEFAULT_TIME
 
 
 def cmd_sync(args):
-    host, port = _peer_addr(args.peer)
+    host, port = peer_address(args.peer)
     key = None
     if args.feed:
         from tssb.context import parse_public_key
@@ -154,9 +148,9 @@ def cmd_sync(args):
                             reason=reason)
             return CliError("clock sync with %s failed: %s" % (args.peer, text), status=1)
 
-        print("clock sync (%s) with %s ..." % (mode, args.peer))
+        print("clock sync (%s) with %s ..." % (mode, args.peer), file=sys.stderr)
         try:
-            summary = asyncio.run(sync_with(ctx, host, port, peer, mode, key, args.n, args.k,
+            summary = run_async(sync_with(ctx, host, port, peer, mode, key, args.n, args.k,
                                             args.timeout))
         except session.ProtocolError as e:
             raise failed("handshake refused", "%s (is our key in its peers list, and do we "
@@ -167,10 +161,16 @@ def cmd_sync(args):
             raise failed("closed", "session closed: %s" % e)
         except asyncio.TimeoutError:
             raise failed("timeout", "no result within %g s" % args.timeout)
+        except KeyboardInterrupt:
+            failed("interrupted", "")
+            raise
         except OSError as e:
             raise CliError("cannot reach %s: %s" % (args.peer, e), status=1)
     finally:
         ctx.close()
+    if args.json:
+        print(json.dumps(dict(summary, peer=args.peer, mode=mode)))
+        return 0 if summary["ok"] else 1
     print("ok=%s rounds=%d sent=%dB recv=%dB events sent=%d recv=%d%s" % (
         summary["ok"], summary["rounds"], summary["bytes_sent"], summary["bytes_recv"],
         summary["elements_sent"], summary["elements_recv"],
@@ -185,8 +185,6 @@ def cmd_sync(args):
 
 def _common(p):
     from tssb.clock.bloom import DEFAULT_K, DEFAULT_N
-    from tssb.context import add_home_option
-    add_home_option(p)
     p.add_argument("--n", type=int, default=DEFAULT_N,
                    help="Bloom clock cells N (default %(default)s; both peers must agree)")
     p.add_argument("--k", type=int, default=DEFAULT_K,
@@ -222,6 +220,7 @@ def register(subparsers):
                     help="sync only this feed (fork resolution protocol)")
     sy.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                     help="seconds for the whole sync (default %(default)g)")
+    sy.add_argument("--json", action="store_true", help="print the result as one JSON object")
     _common(sy)
     sy.set_defaults(func=cmd_sync)
     p.set_defaults(func=lambda a: p.print_help() or 2)

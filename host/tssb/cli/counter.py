@@ -1,4 +1,6 @@
 """`tssb counter ...`: the elapsed-time counter (consensus on elapsed time)."""
+import json
+import sys
 import time
 
 from tssb.cli import CliError
@@ -83,10 +85,21 @@ def cmd_show(args):
     me = ctx.identity.public
     blocked = repo.blocked(st.root)
     held = repo.held(st.root)
+    designated = any(me in st.designated(e) for e in (st.top() or [st.root]))
+    if args.json:
+        print(json.dumps({
+            "counter": st.value(), "increments": len(st.increments),
+            "participants": sum(st.participants.values()), "next_ts": st.min_next_ts(),
+            "designated": designated,
+            "blocked": [{"author": a.hex(), "reason": r, "event": e.hex() if e else None,
+                         "ts": ts} for a, r, e, ts in blocked],
+            "held": [{"event": ev.eid.hex(), "author": ev.author.hex(), "ts": ev.ts}
+                     for ev in held]}))
+        return 0
     print("counter=%d increments=%d participants=%d blocked=%d held=%d next increment from %s" % (
         st.value(), len(st.increments), sum(st.participants.values()), len(blocked), len(held),
         _when(st.min_next_ts())))
-    print("designated next: %s" % ("yes" if any(me in st.designated(e) for e in (st.top() or [st.root])) else "no"))
+    print("designated next: %s" % ("yes" if designated else "no"))
     for author, reason, eid, ts in blocked:
         print("blocked %s reason=%s (%s) event=%s at %s" % (
             author.hex(), reason, C.RULES.get(reason, "?"), eid.hex()[:12] if eid else "-", _when(ts)))
@@ -115,7 +128,7 @@ def cmd_increment(args):
                        "--wait" % (C.RULES["too_early"], _when(earliest),
                                    max(1, (earliest - _now() + 999) // 1000)))
     print("designated; earliest timestamp %s; building the hash chain (%d links, ~%d s)" % (
-        _when(earliest), p.links, (chain_end - start) // 1000), flush=True)
+        _when(earliest), p.links, (chain_end - start) // 1000), flush=True, file=sys.stderr)
     stamps = []
     target = start
     for i in range(p.links):   # the hash chain: one link per gap, real waiting
@@ -123,7 +136,7 @@ def cmd_increment(args):
             time.sleep(min(0.2, (target - _now()) / 1000.0))
         stamps.append(max(target, _now()))
         target = stamps[-1] + gap   # from the link taken: oversleeping must not shrink a gap
-        print("chain link %d/%d" % (i + 1, p.links), flush=True)
+        print("chain link %d/%d" % (i + 1, p.links), flush=True, file=sys.stderr)
     ts = max(stamps[-1], earliest)
     while _now() < ts:
         time.sleep(min(0.2, (ts - _now()) / 1000.0))
@@ -141,8 +154,6 @@ def register(subparsers):
                               description="Create, join, increment and read a global "
                                           "elapsed-time counter; its messages sync with "
                                           "`tssb clock sync --mode threads`.")
-    from tssb.context import add_home_option
-    add_home_option(p)
     sub = p.add_subparsers(dest="counter_cmd", metavar="ACTION")
     i = sub.add_parser("init", help="create a counter; prints its id")
     i.add_argument("--n", type=int, default=64, help="clock cells (default %(default)s)")
@@ -159,6 +170,8 @@ def register(subparsers):
                                                        "then increment")):
         s = sub.add_parser(name, help=hlp)
         s.add_argument("counter", help="counter id (hex)")
+        if name == "show":
+            s.add_argument("--json", action="store_true", help="print one JSON object")
         if name == "join":
             s.add_argument("--leave", action="store_true", help="stop participating")
         if name == "increment":

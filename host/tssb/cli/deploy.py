@@ -11,15 +11,17 @@ from tssb.flash import bundle, mpremote_run, ports
 def register(subparsers):
     try:
         from tssbfw import regions
-        plans, default_plan = regions.names(), regions.DEFAULT_PLAN
+        plans = regions.names()
     except ImportError:
-        plans, default_plan = None, "US915.a"
+        plans = None
     p = subparsers.add_parser(
         "deploy", help="install the tinySSB firmware (.mpy bundle) onto a MicroPython board",
         description="Compile the protocol core, the firmware and the board definitions with "
                     "mpy-cross -march=xtensawin, then with mpremote: copy them to /lib, copy "
                     "boot.py/main.py and /tssb/config.json (board, region plan), install the "
-                    "LoRa driver packages with mip, and reset the board. The node's identity "
+                    "LoRa driver packages with mip, and reset the board. The region plan has "
+                    "no default: a board transmits only in the band you choose. The node's "
+                    "identity "
                     "on the board is kept. The board must run MicroPython 1.23 or newer "
                     "(`tssb flash`).")
     p.add_argument("--board", required=True, metavar="BOARD",
@@ -27,8 +29,15 @@ def register(subparsers):
                         + ports.board_names())
     p.add_argument("--port", metavar="PORT",
                    help="serial port (default: the one USB port matching the board)")
-    p.add_argument("--plan", default=default_plan, choices=plans,
-                   help="LoRa region plan (default %(default)s, as deployed tinySSB nodes)")
+    p.add_argument("--plan", required=True, choices=plans, metavar="PLAN",
+                   help="LoRa region plan: the band the board may transmit in, where it is "
+                        "used (no default; US915.a is what deployed tinySSB nodes use, "
+                        "EU868.a in Europe); one of: %s" % ", ".join(plans or ()))
+    p.add_argument("--power", type=int, metavar="DBM",
+                   help="TX power in dBm (default: the plan's, capped by the band's limit)")
+    p.add_argument("--sf", type=int, metavar="SF",
+                   help="spreading factor 7..12 (default: the plan's; all nodes of a mesh "
+                        "must agree)")
     p.add_argument("--name", help="node name in event logs (default: from its public key)")
     p.add_argument("--no-ble", action="store_true",
                    help="switch the board's Bluetooth LE port off (default on: the tinySSB "
@@ -45,12 +54,12 @@ def register(subparsers):
     p.set_defaults(func=run)
 
 
-def node_config(board_spec, plan, name, ble=True, ble_name=None):
+def node_config(board_spec, plan, name, ble=True, ble_name=None, power=None, sf=None):
     """The /tssb/config.json the board boots with (validated like the firmware does)."""
     from tssbfw import config
     cfg = dict(config.DEFAULTS)
     cfg.update({"board": board_spec, "plan": plan, "name": name, "ble": ble,
-                "ble_name": ble_name})
+                "ble_name": ble_name, "power": power, "sf": sf})
     for k in cfg:
         try:
             cfg[k] = config.check(k, cfg[k])
@@ -65,7 +74,10 @@ def run(args, runner=None, list_fn=None):
         board = tssb_boards.get(args.board)
     except ValueError as e:
         raise CliError(str(e))
-    cfg = node_config(args.board, args.plan, args.name, not args.no_ble, args.ble_name)
+    if not args.plan:
+        raise CliError("--plan is required: the LoRa band the board may transmit in")
+    cfg = node_config(args.board, args.plan, args.name, not args.no_ble, args.ble_name,
+                      getattr(args, "power", None), getattr(args, "sf", None))
     port = "PORT" if args.dry_run and not args.port else \
         ports.choose(board, args.port, list_fn() if list_fn else None)
     tmp = None
@@ -75,14 +87,16 @@ def run(args, runner=None, list_fn=None):
         out = tmp.name
 
     def progress(done, total, name):
-        sys.stdout.write("\rcompiling %3d/%d %-40s" % (done, total, name))
-        sys.stdout.flush()
+        sys.stderr.write("\rcompiling %3d/%d %-40s" % (done, total, name))
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
     try:
         try:
             info = bundle.build(os.path.join(out, "bundle"), progress=progress)
         except bundle.BundleError as e:
             raise CliError(str(e))
-        print("\nbundle: %d modules, %d bytes of .mpy" % (len(info["files"]) - 2,
+        print("bundle: %d modules, %d bytes of .mpy" % (len(info["files"]) - 2,
                                                          info["mpy_bytes"]))
         cfg_file = os.path.join(out, "config.json")
         with open(cfg_file, "w") as f:

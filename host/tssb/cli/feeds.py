@@ -2,14 +2,13 @@
 import json
 
 from tssb.bridge.table import render
-from tssb.context import Context, add_home_option
+from tssb.cli import open_home
 
 
 def register(subparsers):
     p = subparsers.add_parser("feeds", help="list the feeds in the host store",
                               description="List every feed the host store holds: feed id, "
                                           "entries, side-chain chunks, and which one is ours.")
-    add_home_option(p)
     p.add_argument("--json", action="store_true", help="one JSON object per feed")
     p.set_defaults(func=run)
 
@@ -25,7 +24,7 @@ def feed_rows(store, own):
 
 
 def run(args):
-    ctx = Context.open(args.home)
+    ctx = open_home(args)
     try:
         rows = feed_rows(ctx.store, ctx.identity.public)
     finally:

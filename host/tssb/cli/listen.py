@@ -1,8 +1,11 @@
 """`tssb listen`: decoded traffic of the attached board, with RSSI/SNR."""
+import logging
 import time
 
 from tinyssb.dmx import GOSET_DMX
-from tssb.cli import CliError
+from tssb.cli import CliError, _board as board
+
+log = logging.getLogger("tssb.bridge")
 
 
 def register(subparsers):
@@ -10,12 +13,13 @@ def register(subparsers):
         "listen", help="print the packets the board hears and sends",
         description="Attach to the board (auto-detected unless --port) and print one line "
                     "per packet: time, direction (rx heard on air / tx sent by the board), "
-                    "kind, length, DMX, RSSI and SNR. Event lines with --events. Ctrl-C stops.")
+                    "kind, length, DMX, RSSI and SNR. Event lines with --events. Connection changes "
+                    "are logged on stderr. Ctrl-C stops.")
     p.add_argument("--port", metavar="P", help="serial port (default: auto-detect)")
     p.add_argument("--baud", type=int, default=115200)
     p.add_argument("--events", action="store_true", help="also print the board's event lines")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, log_default="info")
 
 
 def kind_of(pkt):
@@ -44,12 +48,10 @@ def format_message(m, now=None):
 
 def run(args):
     from tinyssb import link
-    from tssb.bridge import ports
     from tssb.bridge.serial_link import SerialLink, open_no_reset
-    try:
-        name = ports.choose(args.port)
-    except ports.PortChoiceError as e:
-        raise CliError(str(e))
+    if args.duration is not None and not args.duration > 0:
+        raise CliError("--duration must be positive")
+    name = board.choose_port(args.port)
 
     def show(m):
         if m[0] == "event" and not args.events:
@@ -60,7 +62,7 @@ def run(args):
 
     sl = SerialLink(lambda: name, show, hello=link.hello("host", "listen"),
                     opener=lambda p: open_no_reset(p, args.baud),
-                    on_state=lambda s: print("# " + s, flush=True))
+                    on_state=log.info)
     sl.start()
     try:
         end = None if args.duration is None else time.monotonic() + args.duration

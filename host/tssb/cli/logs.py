@@ -3,8 +3,8 @@ import json
 import os
 import time
 
-from tssb.cli import CliError
-from tssb.context import EVENT_FILE, add_home_option, default_home
+from tssb.cli import CliError, require_home
+from tssb.context import EVENT_FILE
 
 FOLLOW_POLL_S = 0.5
 
@@ -15,7 +15,6 @@ def register(subparsers):
         description="Print the event log of this data directory (one JSON object per line, "
                     "the schema the Spark ingest reads): host sessions and the event lines "
                     "of bridged boards. --follow waits for new lines like tail -f.")
-    add_home_option(p)
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
     p.add_argument("--event", metavar="NAME", action="append",
                    help="only these events (repeatable), e.g. --event rx --event tx")
@@ -35,7 +34,9 @@ def _wanted(line, events):
 
 
 def run(args):
-    path = os.path.join(os.path.abspath(args.home or default_home()), EVENT_FILE)
+    if args.lines < 0:
+        raise CliError("--lines must be 0 or more")
+    path = os.path.join(require_home(args), EVENT_FILE)
     if not os.path.exists(path) and not args.follow:
         raise CliError("no event log at %s yet" % path)
     lines = []

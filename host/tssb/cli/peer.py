@@ -1,8 +1,8 @@
 """`tssb peer add/list/remove`: the allow-list of hosts that may open sessions."""
 import json
 
-from tssb.cli import CliError
-from tssb.context import Context, add_home_option, parse_public_key, ssb_id
+from tssb.cli import CliError, open_home
+from tssb.context import parse_public_key, ssb_id
 
 
 def register(subparsers):
@@ -13,17 +13,14 @@ def register(subparsers):
                     "a peer's key from host:port.")
     sub = p.add_subparsers(dest="peer_command", metavar="ACTION")
     a = sub.add_parser("add", help="allow a peer (or update its name/address)")
-    add_home_option(a)
     a.add_argument("key", help="public key: 64 hex digits or @base64.ed25519 (see `tssb id`)")
     a.add_argument("--name", default="", help="a label for listings")
     a.add_argument("--addr", default="", metavar="HOST:PORT", help="where the peer serves")
     a.set_defaults(func=run_add)
     ls = sub.add_parser("list", help="list allowed peers")
-    add_home_option(ls)
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
     ls.set_defaults(func=run_list)
     r = sub.add_parser("remove", help="remove a peer from the allow-list")
-    add_home_option(r)
     r.add_argument("key", help="public key as for add")
     r.set_defaults(func=run_remove)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -48,7 +45,7 @@ def _check_addr(addr):
 def run_add(args):
     key = _key(args.key)
     addr = _check_addr(args.addr)
-    ctx = Context.open(args.home)
+    ctx = open_home(args)
     try:
         new = ctx.store.add_peer(key, args.name, addr)
     finally:
@@ -58,7 +55,7 @@ def run_add(args):
 
 
 def run_list(args):
-    ctx = Context.open(args.home)
+    ctx = open_home(args)
     try:
         peers = ctx.store.peers()
     finally:
@@ -76,7 +73,7 @@ def run_list(args):
 
 def run_remove(args):
     key = _key(args.key)
-    ctx = Context.open(args.home)
+    ctx = open_home(args)
     try:
         if not ctx.store.remove_peer(key):
             raise CliError("no such peer: %s" % ssb_id(key), status=1)

@@ -1,34 +1,138 @@
-"""`tssb post TEXT`: append an entry to the host's own feed."""
+"""`tssb post TEXT|-|--file F`: append an entry to the host's own feed.
+
+Long posts cost airtime on every hop of the mesh: one 120-byte entry plus one 120-byte
+chunk per 100 bytes beyond the first 24-27, each sent as a 124-byte LoRa frame. The
+command estimates that airtime under the board's region plan and refuses posts above
+MAX_AIRTIME_MS unless --force.
+"""
+import json
+import sys
+
 from tssb.bridge.hostnode import HostNode
-from tssb.cli import CliError
-from tssb.context import Context, add_home_option
+from tssb.cli import EXIT_FAILURE, CliError, open_home
+
+# A quarter of the EU868 hourly duty budget (1 % of 3600 s = 36 s, ETSI EN 300 220): a
+# post above this holds a board's radio for more than a quarter of its hour, per hop.
+MAX_AIRTIME_MS = 9000
+# Hard cap on what is read from a file or stdin even with --force: 1 MiB is 10,486 chunks,
+# over 35 min of airtime per hop at SF7/125 kHz; the chain20 format itself allows 2^28.
+MAX_READ = 1 << 20
+FRAME_OVERHEAD = 4          # CRC32 after each packet on air (tinyssb.frames)
+BOARD_PLAN_CONFIG = "board_plan"   # the plan the attached board reported last (tssb config)
+ESTIMATE_PLAN = "EU868.a"   # the plan estimated with when no board has told us its own
 
 
 def register(subparsers):
     p = subparsers.add_parser(
-        "post", help="append TEXT to the host's own feed",
+        "post", help="append TEXT (or - for stdin, or --file F) to the host's own feed",
         description="Author a signed tinySSB entry on the host's own feed (content longer "
                     "than fits in one 120-byte entry goes into a side chain). `tssb bridge` "
-                    "then replicates it to boards and peers.")
-    add_home_option(p)
-    p.add_argument("text", metavar="TEXT", help="the content (UTF-8)")
+                    "then replicates it to boards and peers. Posts that need a side chain "
+                    "get an airtime estimate under the board's region plan (--plan, else "
+                    "the one `tssb config` last read from the board, else %s); posts above "
+                    "%g s of airtime per hop are refused unless --force."
+                    % (ESTIMATE_PLAN, MAX_AIRTIME_MS / 1000))
+    p.add_argument("text", metavar="TEXT", nargs="?",
+                   help="the content (UTF-8); - reads it from stdin (one final newline dropped)")
+    p.add_argument("--file", metavar="FILE", help="read the content from FILE (bytes as they are)")
+    p.add_argument("--plan", metavar="PLAN", help="region plan for the airtime estimate")
+    p.add_argument("--force", action="store_true",
+                   help="post even above the airtime limit (up to %d bytes)" % MAX_READ)
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=run)
 
 
-def run(args):
-    content = args.text.encode("utf-8")
-    if not content:
-        raise CliError("nothing to post: TEXT is empty")
-    ctx = Context.open(args.home)
+def _read(f, what):
+    data = f.read(MAX_READ + 1)
+    if len(data) > MAX_READ:
+        raise CliError("%s is longer than %d bytes: too long to post" % (what, MAX_READ))
+    return data
+
+
+def content_of(args):
+    """The bytes to post, from TEXT, stdin (-) or --file. Raises: CliError."""
+    if args.file is not None:
+        if args.text is not None:
+            raise CliError("give TEXT or --file, not both")
+        try:
+            with open(args.file, "rb") as f:
+                return _read(f, args.file)
+        except OSError as e:
+            raise CliError("cannot read %s: %s" % (args.file, e.strerror or e), EXIT_FAILURE)
+    if args.text is None:
+        raise CliError("nothing to post: give TEXT, - (stdin) or --file FILE")
+    if args.text == "-":
+        data = _read(getattr(sys.stdin, "buffer", sys.stdin), "stdin")
+        return data[:-1] if data.endswith(b"\n") else data   # as `echo TEXT |` means it
+    return args.text.encode("utf-8")
+
+
+def estimate(content, plan_name):
+    """(packets, airtime ms per hop, plan dict) of posting `content` under a region plan."""
+    from tinyssb import entry
+    from tssbfw import regions
+    from tssbfw.airtime import plan_airtime_ms
+    plan = regions.plan(plan_name)
     try:
+        chunks = len(entry.chain20(content)[1])
+    except ValueError as e:
+        raise CliError("cannot post: %s" % e)
+    packets = 1 + chunks
+    return packets, packets * plan_airtime_ms(plan, entry.PKT_LEN + FRAME_OVERHEAD), plan
+
+
+def describe(packets, airtime_ms, plan):
+    """One line: the airtime and what it means under the plan's duty cycle."""
+    text = "%d packets, %.1f s of airtime per hop under %s" % (
+        packets, airtime_ms / 1000, plan["name"])
+    lim = plan["limits"]
+    if lim.get("duty_permille"):
+        budget = lim["window_ms"] * lim["duty_permille"] // 1000
+        text += " (%.1f h of its %g %% duty cycle)" % (
+            airtime_ms / budget * lim["window_ms"] / 3600000, lim["duty_permille"] / 10)
+    return text
+
+
+def _plan_name(args, ctx):
+    from tssbfw import regions
+    name = args.plan
+    if name is None:
+        stored = ctx.store.get_config(BOARD_PLAN_CONFIG)
+        name = stored.decode() if isinstance(stored, bytes) else stored
+    name = name or ESTIMATE_PLAN
+    try:
+        regions.plan(name)
+    except ValueError as e:
+        raise CliError(str(e))
+    return name
+
+
+def run(args):
+    content = content_of(args)
+    if not content:
+        raise CliError("nothing to post: the content is empty")
+    ctx = open_home(args)
+    try:
+        packets, airtime, plan = estimate(content, _plan_name(args, ctx))
+        if packets > 1:
+            print("estimate: " + describe(packets, airtime, plan), file=sys.stderr)
+        if airtime > MAX_AIRTIME_MS and not args.force:
+            raise CliError("refused: %d bytes need %.1f s of airtime per hop (limit %g s): "
+                           "shorten it, or post with --force"
+                           % (len(content), airtime / 1000, MAX_AIRTIME_MS / 1000),
+                           EXIT_FAILURE)
         h = HostNode(ctx.store, ctx.identity, ctx.events)
         try:
             seq = h.post(content)
         except ValueError as e:
-            raise CliError("cannot post: %s" % e)
+            raise CliError("cannot post: %s" % e, EXIT_FAILURE)
         chunks = ctx.store.chunk_count(ctx.identity.public, seq)
     finally:
         ctx.close()
+    if args.json:
+        print(json.dumps({"fid": ctx.identity.public.hex(), "seq": seq, "bytes": len(content),
+                          "chunks": chunks, "plan": plan["name"], "airtime_ms": airtime}))
+        return 0
     print("posted seq %d on %s (%d bytes%s)" % (
         seq, ctx.identity.public.hex()[:16], len(content),
         ", side chain of %d chunks" % chunks if chunks else ""))

@@ -2,14 +2,16 @@
 import asyncio
 import ctypes
 import json
+import logging
 import platform
-import sys
 
-from tssb.cli import CliError
-from tssb.context import Context, add_home_option, ssb_id
+from tssb.cli import EXIT_FAILURE, CliError, open_home, run_async
+from tssb.context import ssb_id
 from tssb.session import DEFAULT_PORT, PeerPolicy, start_server
 from tssb.session import policy as pol
 from tssb.session.budget import Limits
+
+log = logging.getLogger("tssb.session")
 
 
 def register(subparsers):
@@ -17,8 +19,8 @@ def register(subparsers):
         "serve", help="accept secure sessions (SETU, trDAG, clock, certs) from peers",
         description="Listen for secret-handshake sessions from allowed peers (`tssb peer add`) "
                     "sharing this deployment's network key (`tssb id`), and serve each stream "
-                    "by its service name. Stops on Ctrl-C.")
-    add_home_option(p)
+                    "by its service name. Logs sessions and refused handshakes (with the "
+                    "peer's address and why) on stderr with timestamps. Stops on Ctrl-C.")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1; 0.0.0.0 for all interfaces)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
@@ -37,10 +39,11 @@ def register(subparsers):
                         "%d times that for all sessions); a peer sending more is cut off"
                         % Limits.TOTAL_FACTOR)
     p.add_argument("--stats-every", type=float, default=0, metavar="S",
-                   help="every S seconds print one line 'stats {json}' on stderr: sessions, "
-                        "streams, budgets held and exceeded, the worst event-loop lag (ms) "
-                        "in the last S seconds")
-    p.set_defaults(func=run)
+                   help="every S seconds log one line 'stats {json}': sessions, streams, "
+                        "budgets held and exceeded, the worst event-loop lag (ms) in the "
+                        "last S seconds")
+    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    p.set_defaults(func=run, log_default="info")
 
 
 # glibc raises its mmap threshold to the largest block freed so far (up to 32 MiB); after
@@ -60,36 +63,35 @@ def _fixed_mmap_threshold():
         pass
 
 
-def _log(text):
-    print(text, file=sys.stderr, flush=True)
-
-
 async def _report(server, every):
     while True:
         await asyncio.sleep(every)
-        _log("stats " + json.dumps(server.stats(reset_lag=True), sort_keys=True))
+        log.info("stats %s", json.dumps(server.stats(reset_lag=True), sort_keys=True))
 
 
 async def _serve(ctx, args):
     policy = PeerPolicy.from_context(ctx, open_mode=args.open, max_sessions=args.max_sessions,
                                      idle_timeout=args.idle_timeout)
     try:
-        limits = Limits(unverified=args.max_unverified)
-    except ValueError as e:
-        raise CliError("--max-unverified: %s" % e)
-    try:
-        server = await start_server(ctx, args.host, args.port, policy=policy, log=_log,
-                                    limits=limits)
+        server = await start_server(ctx, args.host, args.port, policy=policy, log=log.info,
+                                    limits=Limits(unverified=args.max_unverified))
     except OSError as e:
-        raise CliError("cannot listen on %s:%d: %s" % (args.host, args.port, e.strerror or e))
+        raise CliError("cannot listen on %s:%d: %s (is another server using the port?)"
+                       % (args.host, args.port, e.strerror or e), EXIT_FAILURE)
     peers = len(ctx.store.peers())
-    _log("serving %s on %s:%d (%s)" % (ssb_id(ctx.identity.public), args.host, server.port,
-                                       "OPEN to any peer with the network key" if args.open
-                                       else "%d allowed peer(s)" % peers))
+    log.info("serving %s on %s:%d (%s)", ssb_id(ctx.identity.public), args.host, server.port,
+             "OPEN to any peer with the network key" if args.open
+             else "%d allowed peer(s)" % peers)
+    if not args.open and not peers:
+        log.warning("no allowed peers yet: every handshake will be refused "
+                    "(`tssb peer add KEY`, or --open)")
     reporter = asyncio.ensure_future(_report(server, args.stats_every)) \
         if args.stats_every > 0 else None
     try:
-        await asyncio.Event().wait()
+        if args.duration is None:
+            await asyncio.Event().wait()
+        else:
+            await asyncio.sleep(args.duration)
     finally:
         if reporter is not None:
             reporter.cancel()
@@ -99,12 +101,19 @@ async def _serve(ctx, args):
 def run(args):
     if not 0 <= args.port < 65536:
         raise CliError("--port must be 0..65535")
-    ctx = Context.open(args.home)
+    if args.duration is not None and not args.duration > 0:
+        raise CliError("--duration must be positive")
+    if args.max_sessions < 1 or not args.idle_timeout > 0:
+        raise CliError("--max-sessions must be at least 1 and --idle-timeout positive")
+    if args.max_unverified < 1 or args.stats_every < 0:
+        raise CliError("--max-unverified must be at least 1 and --stats-every not negative")
+    ctx = open_home(args)
     _fixed_mmap_threshold()
     try:
-        asyncio.run(_serve(ctx, args))
+        run_async(_serve(ctx, args))
     except KeyboardInterrupt:
-        _log("stopped")
+        pass             # Ctrl-C is how a server is stopped
     finally:
         ctx.close()
+    log.info("stopped")
     return 0

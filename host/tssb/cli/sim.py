@@ -26,10 +26,20 @@ def register(sub):
     p.set_defaults(func=_run)
 
 
+def bundled():
+    """Names of the bundled scenarios."""
+    from tssb import sim
+    d = os.path.dirname(sim.scenario_path("x"))
+    return sorted(f[:-5] for f in os.listdir(d) if f.endswith(".toml"))
+
+
 def _load(name):
     from tssb import sim
     path = name
     if not os.path.exists(path) and os.sep not in name and not name.endswith(".toml"):
+        if name not in bundled():
+            raise CliError("no scenario file %s and no bundled scenario of that name "
+                           "(bundled: %s)" % (name, ", ".join(bundled())))
         path = sim.scenario_path(name)
     try:
         return sim.scenario.load(path)
@@ -37,8 +47,21 @@ def _load(name):
         raise CliError("scenario %s" % e)
 
 
+def unreachable(runner, sc):
+    """(board, author) pairs with no path at the start positions (none when boards move)."""
+    if sc.get("mobility") and sc["mobility"].get("model", "none") != "none":
+        return []
+    out = []
+    for a in sorted(sc["authors"]):
+        hops = runner.hops(a)
+        out += [(i, a) for i, h in enumerate(hops) if h < 0]
+    return out
+
+
 def _run(args):
     from tssb import sim
+    if args.logs and os.path.exists(args.logs) and not os.path.isdir(args.logs):
+        raise CliError("--logs wants a directory; %s is a file" % args.logs)
     sc = _load(args.scenario)
     if args.seed is not None:
         sc["seed"] = args.seed
@@ -56,6 +79,14 @@ def _run(args):
         runner = sim.Simulator(sc, logdir=args.logs)
     except sim.ScenarioError as e:
         raise CliError("scenario %s" % e)
+    cut = unreachable(runner, sc)
+    if cut:
+        boards = sorted({i for i, _ in cut})
+        print("warning: %d board(s) (%s) cannot hear any path to an author: the topology "
+              "is disconnected at this spacing and radio, so the run cannot converge"
+              % (len(boards), ", ".join(map(str, boards[:10])) + (" ..." if len(boards) > 10
+                                                                  else "")),
+              file=sys.stderr, flush=True)
     s = runner.run(progress=progress, progress_every_ms=max(min(sc["duration_ms"] // 10, 60000), 1000))
     if args.json:
         print(json.dumps(s, indent=1, sort_keys=True))
@@ -78,6 +109,9 @@ def summary_lines(s):
     else:
         out.append("  NOT converged within %.1f s virtual" % (s["end_ms"] / 1000))
     d = s["delivery"]
+    if not d["attempts"]:
+        out.append("  no board was in range of another: no frame could be received "
+                   "(check the topology's spacing against the radio's range)")
     out.append("  %d frames, %d bytes, %.1f s airtime; delivery ratio %.1f%% "
                "(%d of %d receptions; lost: %s)"
                % (s["frames"], s["bytes"], s["airtime_ms"] / 1000, 100 * d["ratio"],

@@ -1,11 +1,8 @@
 """`tssb status`: the host store at a glance, and optionally the attached board's status."""
-import asyncio
 import json
 
-from tinyssb import link
-from tssb.cli import CliError
+from tssb.cli import CliError, _board as board, open_home
 from tssb.cli.feeds import feed_rows
-from tssb.context import Context, add_home_option
 
 
 def register(subparsers):
@@ -14,39 +11,20 @@ def register(subparsers):
         description="Show the host identity, the feeds and entries in the store, and with "
                     "--board the status the board reports over USB (queue, radio and node "
                     "counters). Do not run it while `tssb bridge` holds the port.")
-    add_home_option(p)
     p.add_argument("--board", action="store_true", help="also query the board over USB")
     p.add_argument("--port", metavar="P", help="serial port (default: auto-detect)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
 
-async def query_board(port_name, timeout=3.0):
-    """The board's STATUS reply (dict). Raises CliError when it does not answer."""
-    from tssb.bridge.serial_link import BoardPort, SerialLink
-
-    class _NoNode:
-        def receive(self, *a):
-            pass
-    bp = BoardPort(_NoNode())
-    sl = SerialLink(lambda: port_name, bp.on_message, loop=asyncio.get_running_loop())
-    bp.link = sl
-    sl.start()
-    try:
-        for _ in range(int(timeout / 0.05)):
-            if sl.connected:
-                break
-            await asyncio.sleep(0.05)
-        return await bp.request(link.status_request, timeout)
-    except asyncio.TimeoutError:
-        raise CliError("the board on %s did not answer (is the tinySSB firmware running?)"
-                       % port_name)
-    finally:
-        sl.stop()
+def _check(args):
+    if args.port and not args.board:
+        raise CliError("--port needs --board")
 
 
 def run(args):
-    ctx = Context.open(args.home)
+    _check(args)
+    ctx = open_home(args)
     try:
         rows = feed_rows(ctx.store, ctx.identity.public)
         out = {"home": ctx.home, "id": ctx.identity.public.hex(), "feeds": len(rows),
@@ -55,12 +33,7 @@ def run(args):
     finally:
         ctx.close()
     if args.board:
-        from tssb.bridge import ports
-        try:
-            name = ports.choose(args.port)
-        except ports.PortChoiceError as e:
-            raise CliError(str(e))
-        out["board"] = asyncio.run(query_board(name))
+        out["board"] = board.status(board.choose_port(args.port))
     if args.json:
         print(json.dumps(out))
         return 0

@@ -15,7 +15,7 @@ from tssb.session.errors import ProtocolError
 from tssb.session.mux import Mux
 from tssb.session.policy import HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, PeerPolicy
 
-log = logging.getLogger("tssb.session")
+_LOG = logging.getLogger("tssb.session")
 
 # Stream name -> module defining `async def serve(channel, ctx, peer)` (contract 3).
 SERVICES = {"setu": "tssb.setu.service", "trdag": "tssb.trdag.service",
@@ -25,6 +25,10 @@ CLOSE_WAIT_S = 2.0         # our goodbye sent: how long to wait for the peer's
 END_GRACE_S = 5.0          # after a session ends, services may still finish its last messages
 DEFAULT_PORT = 8008        # the SSB convention for its TCP port
 LAG_TICK_S = 0.05          # loop-lag probe period: finer than the 100 ms stall we must see
+# Details of a refused client handshake (ProtocolError.reason stays "handshake refused").
+REFUSED_AT_HELLO = "the server did not accept our hello: it uses another network key"
+REFUSED_AT_AUTH = ("the server refused our key: it does not list us as a peer, or it is "
+                   "not the host whose key we have for it")
 
 
 class Session:
@@ -178,6 +182,15 @@ class Session:
         return self.close_reason is not None
 
 
+def _why(reason):
+    """A refused handshake's reason as the server can tell it."""
+    if reason == "hello hmac":
+        return "hello hmac (the client uses another network key)"
+    if reason == "peer not allowed":
+        return "peer not allowed (its key is not in `tssb peer list`)"
+    return reason
+
+
 def _close_quietly(writer):
     # Failures close without a word; abort also skips the TCP linger of unsent data.
     writer.transport.abort()
@@ -186,16 +199,18 @@ def _close_quietly(writer):
 async def client_handshake(reader, writer, network_key, seed, server_public):
     """Run the client side of SHS over a stream pair. Returns: BoxKeys. Raises: ProtocolError."""
     hs = shs.ClientHandshake(network_key, seed, server_public)
+    # The server closes silently; where it closes tells what it refused (same reason,
+    # detail for the user): our hello (its HMAC is keyed by the network key) or our
+    # authentication (it does not allow our key, or it is not the key we expected).
+    step = REFUSED_AT_HELLO
     try:
         writer.write(hs.hello())
         msg2 = await reader.readexactly(shs.HELLO_LEN)
         writer.write(hs.on_server_hello(msg2))
+        step = REFUSED_AT_AUTH
         msg4 = await reader.readexactly(shs.SERVER_ACCEPT_LEN)
-    except asyncio.IncompleteReadError:
-        # the server closes silently on a wrong network key or when it does not know us
-        raise ProtocolError("handshake refused")
-    except (ConnectionError, OSError):
-        raise ProtocolError("handshake refused")
+    except (asyncio.IncompleteReadError, ConnectionError, OSError):
+        raise ProtocolError("handshake refused", step)
     return hs.on_server_accept(msg4)
 
 
@@ -362,6 +377,7 @@ class SessionServer:
             except Exception as e:  # any failure: count it, close without a word
                 reason = getattr(e, "reason", None) or type(e).__name__
                 self.failures[reason] = self.failures.get(reason, 0) + 1
+                _LOG.warning("handshake from %s refused: %s", peername[0], _why(reason))
                 _close_quietly(writer)
                 return
             holder = []
@@ -409,7 +425,7 @@ class SessionServer:
         except Exception as e:  # a failing service ends its stream, never the server
             self.failures["service error"] = self.failures.get("service error", 0) + 1
             self.ctx.events.emit("drop", reason="service error: %s" % type(e).__name__, length=0)
-            log.info("service %s failed: %s: %s", stream.name, type(e).__name__, e)
+            _LOG.info("service %s failed: %s: %s", stream.name, type(e).__name__, e)
         finally:
             stream.close()
             stream.release()

@@ -76,6 +76,8 @@ def load(path):
         raise ScenarioError("cannot read: %s" % e.strerror, str(path))
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError("bad TOML: %s" % e, str(path))
+    if not data:   # an empty file would silently run every default
+        raise ScenarioError("empty scenario (the keys are in docs/sim.md)", str(path))
     return from_dict(data)
 
 
