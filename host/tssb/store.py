@@ -326,19 +326,26 @@ def open_store(home):
     """Open (creating) the store of a data directory. Returns: Store.
 
     A new home is made 0700 and a new database 0600; an existing one whose mode lets
-    others in gets a warning (logger "tssb.store"), not a change: the user chose it.
+    others in gets a warning (logger "tssb.store") once the store is open, not a change:
+    the user chose it.
     """
-    if not os.path.isdir(home):
+    new_home = not os.path.isdir(home)
+    if new_home:
         os.makedirs(home, mode=HOME_MODE)
         os.chmod(home, HOME_MODE)     # makedirs' mode is filtered by the umask
-    else:
-        check_private(home, HOME_MODE)
     path = os.path.join(home, DB_NAME)
+    new_db = False
     try:   # create it private before SQLite opens it (O_EXCL: never touch an existing one)
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, DB_MODE))
-    except FileExistsError:
+        new_db = True
+    except OSError:   # it exists (checked below), or cannot be made here: SQLite's own
+        pass          # open then says why, as callers expect
+    store = Store(path)
+    if not new_home:
+        check_private(home, HOME_MODE)
+    if not new_db:
         check_private(path, DB_MODE)
-    return Store(path)
+    return store
 
 
 def check_private(path, mode):
