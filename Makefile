@@ -40,6 +40,7 @@ demo: setup
 bench: setup
 	$(PY) tools/bench.py
 	$(MPY) tools/bench_mpy.py
+	$(MPY) tools/bench_codedsym.py
 	$(MPY) tools/bench_crypto.py
 
 spark: setup

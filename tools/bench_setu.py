@@ -1,12 +1,18 @@
-"""SETU benchmark: wall time, bytes each way, round trips and decode failures for set sizes
-10^4..10^6 and 10..10^4 differences, next to the information-theoretic lower bound and a
+"""SETU benchmark: bytes both ways, round trips, state build and sync time per profile for set
+sizes 10^4..10^6 and 1..10^4 differences, next to the information-theoretic lower bound and a
 naive baseline (send all 8-byte IDs). One JSON object per line.
 
-The common part of both sets is built once per size with its incremental state (keys,
-strata estimators, tssb2 base IBF) and copied; the differing elements are then added
-incrementally, as a store does when entries arrive. Only the sync itself is timed.
+The common part of both sets is built once per size (elements hashed once, `state_s` = that
+plus building the profile's state: rateless prefix, or tssb2/GNUnet keys, estimators and base
+IBF) and copied; the differing elements (half on each side) are then added incrementally, as a
+store does when entries arrive, and the state brought up to date before the clock starts.
+Only the sync itself is timed (`sync_s`). `bytes_total` is every byte both ways, elements
+included; `ratio_32d` = bytes_total / (32 d). An `upkeep` line per size gives the amortised
+cost of appending elements to a set with the rateless state (hash, key index, prefix batch).
 
-Usage: python tools/bench_setu.py [--sizes 10000,100000] [--diffs 10,100,1000,10000]
+Usage: python tools/bench_setu.py [--profile rateless] [--sizes 10000,100000,1000000]
+       [--diffs 1,10,100,1000] [--gnunet-max 100000] [--tssb2-max 1000000] [--seed 1]
+The profile named by --profile runs first; the tssb2 and gnunet rows follow for comparison.
 """
 import argparse
 import json
@@ -17,13 +23,20 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "host"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "shared"))
 
 from tssb.setu import constants as C  # noqa: E402
+from tssb.setu import rateless as RL  # noqa: E402
 from tssb.setu.machine import Config, Reconciler  # noqa: E402
+from tssb.setu.profiles import GnunetProfile, Tssb2Profile  # noqa: E402
 from tssb.setu.setstate import ElementSet  # noqa: E402
+from tssb.setu.strata import se_count_for  # noqa: E402
 
 ELEMENT_SIZE = 32           # as in GNUnet's profiler runs (-w 32), reference 1.5
 ELEMENT_TYPES = (C.MSG_ELEMENTS, C.MSG_FULL_ELEMENT)
+UPKEEP_APPENDS = 10000      # elements appended for the upkeep figure
+PROFILE_IDS = {"rateless": C.PROFILE_RATELESS, "tssb2": C.PROFILE_TSSB2,
+               "gnunet": C.PROFILE_GNUNET}
 
 
 def lower_bound_bytes(d, bits=64):
@@ -66,61 +79,120 @@ def run_pair(a, b):
     return stats, maxdepth
 
 
+def build_state(eset, name, n):
+    """Build (or bring up to date) the incremental state a profile syncs from."""
+    if name == "rateless":
+        eset.rateless(RL.prefix_length(len(eset)))
+        return
+    prof = Tssb2Profile if name == "tssb2" else GnunetProfile
+    eset.strata(prof, se_count_for(ELEMENT_SIZE, n))
+    if name == "tssb2":
+        eset.ibf(Tssb2Profile, 48, 0)   # builds the tssb2 base IBF
+
+
+def upkeep(common, n, rnd):
+    """Amortised cost of appending to a set that keeps only the rateless state: hash, key
+    index, queued key, one batched prefix update for all appended elements."""
+    up = common.copy()
+    extra = [rnd.randbytes(ELEMENT_SIZE) for _ in range(UPKEEP_APPENDS)]
+    t1 = time.perf_counter()
+    for e in extra:
+        up.add(e)
+    up.rateless(RL.prefix_length(len(up)))
+    dt = time.perf_counter() - t1
+    print(json.dumps({"bench": "setu", "case": "upkeep rateless n=%d" % n, "n": n,
+                      "appended": UPKEEP_APPENDS, "prefix": up._rl.m,
+                      "us_per_element": round(dt / UPKEEP_APPENDS * 1e6, 2)}), flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--profile", default="rateless", choices=sorted(PROFILE_IDS),
+                   help="profile to measure first (the others follow for comparison)")
+    p.add_argument("--elements", default="random32", choices=("random32",),
+                   help="element kind: random32 = random 32-byte elements")
     p.add_argument("--sizes", default="10000,100000",
-                   help="set sizes (10^6 works but builds its state for several minutes)")
-    p.add_argument("--diffs", default="10,100,1000,10000")
+                   help="set sizes per side (10^6 works; its GNUnet/tssb2 state takes minutes)")
+    p.add_argument("--diffs", default="1,10,100,1000")
     p.add_argument("--gnunet-max", type=int, default=100000,
                    help="largest set size also run with the GNUnet profile (its IBFs are "
                         "rebuilt per size, O(n) in Python)")
+    p.add_argument("--tssb2-max", type=int, default=10 ** 6,
+                   help="largest set size also run with the tssb2 profile")
+    p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     diffs = [int(x) for x in args.diffs.split(",")]
-    rnd = random.Random(1)
+    order = [args.profile] + [q for q in ("tssb2", "gnunet") if q != args.profile]
+    rnd = random.Random(args.seed)
     for n in sizes:
         t0 = time.perf_counter()
         common = ElementSet()
         for _ in range(n):
             common.add(rnd.randbytes(ELEMENT_SIZE))
-        from tssb.setu.profiles import GnunetProfile, Tssb2Profile
-        from tssb.setu.strata import se_count_for
-        nse = se_count_for(ELEMENT_SIZE, n)
-        profiles = [Tssb2Profile] + ([GnunetProfile] if n <= args.gnunet_max else [])
-        for prof in profiles:
-            common.strata(prof, nse)
-        common.ibf(Tssb2Profile, 48, 0)  # builds the tssb2 base IBF
-        build = time.perf_counter() - t0
-        print(json.dumps({"bench": "setu", "case": "state_build", "n": n, "strata": nse,
-                          "profiles": [q.name for q in profiles], "seconds": round(build, 2),
-                          "us_per_element": round(build / n * 1e6, 2)}), flush=True)
+        t_hash = time.perf_counter() - t0
+        profiles = [q for q in order if q == args.profile
+                    or (q == "gnunet" and n <= args.gnunet_max)
+                    or (q == "tssb2" and n <= args.tssb2_max)]
+        state_s = {}
+        for q in profiles:
+            t1 = time.perf_counter()
+            build_state(common, q, n)
+            state_s[q] = t_hash + time.perf_counter() - t1
+            if q == "rateless":     # before other profiles' structures join every append
+                upkeep(common, n, rnd)
+        print(json.dumps({"bench": "setu", "case": "state_build", "n": n, "profiles": profiles,
+                          "hash_s": round(t_hash, 2),
+                          "state_s": {q: round(v, 2) for q, v in state_s.items()},
+                          "us_per_element": {q: round(v / n * 1e6, 2) for q, v in state_s.items()}}),
+              flush=True)
         for d in diffs:
             extra = [rnd.randbytes(ELEMENT_SIZE) for _ in range(d)]
-            for prof in profiles:
+            for q in profiles:
                 A, B = common.copy(), common.copy()
                 for i, e in enumerate(extra):   # two-sided: half new on each side
                     (A if i % 2 else B).add(e)
-                a = Reconciler(A, True, Config(profile_id=prof.pid))
+                build_state(A, q, n)
+                build_state(B, q, n)
+                a = Reconciler(A, True, Config(profile_id=PROFILE_IDS[q]))
                 b = Reconciler(B, False, Config())
                 t1 = time.perf_counter()
                 st, depth = run_pair(a, b)
                 wall = time.perf_counter() - t1
                 assert A.checksum == B.checksum and len(A) == n + d
-                recon = st["ab"][0] + st["ba"][0] - st["ab"][1] - st["ba"][1]
+                total = st["ab"][0] + st["ba"][0]
+                elem_bytes = st["ab"][1] + st["ba"][1]
+                if q == "rateless":   # elements travel inside RL messages: count their payload
+                    elem_bytes = ELEMENT_SIZE * (a.stats["elements_sent"] + b.stats["elements_sent"])
+                recon = total - elem_bytes
                 lb = lower_bound_bytes(d)
                 naive = 8 * (n + d // 2) + 8 * d  # all IDs one way, the missing IDs back
-                print(json.dumps({
-                    "bench": "setu", "case": "%s n=%d d=%d" % (prof.name, n, d),
-                    "profile": prof.name, "n": n, "d": d, "mode": a.stats["mode"],
+                row = {
+                    "bench": "setu", "case": "%s n=%d d=%d" % (q, n, d),
+                    "profile": q, "n": n, "d": d, "mode": a.stats["mode"],
+                    "bytes_total": total, "round_trips": (depth + 1) // 2,
+                    "ratio_32d": round(total / (ELEMENT_SIZE * d), 2) if d else None,
+                    "state_s": round(state_s[q], 2), "sync_s": round(wall, 3),
                     "wall_s": round(wall, 3),
                     "bytes_i_to_r": st["ab"][0], "bytes_r_to_i": st["ba"][0],
-                    "recon_bytes": recon, "round_trips": (depth + 1) // 2,
-                    "ibf_rounds": a.stats["rounds"] + b.stats["rounds"],
-                    "decode_failures": a.stats["decode_failures"] + b.stats["decode_failures"],
+                    "recon_bytes": recon,
+                    "ibf_rounds": 0 if q == "rateless" else a.stats["rounds"] + b.stats["rounds"],
+                    "decode_failures": a.stats.get("decode_failures", 0)
+                    + b.stats.get("decode_failures", 0),
                     "lower_bound_bytes": round(lb, 1), "naive_bytes": naive,
-                    "recon_bytes_per_diff": round(recon / d, 1),
-                    "ratio": round(recon / lb, 2), "ratio_naive": round(naive / lb, 2),
-                }), flush=True)
+                    "recon_bytes_per_diff": round(recon / d, 1) if d else None,
+                    "ratio": round(recon / lb, 2) if d else None,
+                    "ratio_naive": round(naive / lb, 2) if d else None,
+                }
+                if q == "rateless":
+                    row.update(symbols=a.stats["symbols_sent"] + b.stats["symbols_sent"],
+                               estimate=b.stats["estimate"],
+                               fallback=a.stats["fallback"] or b.stats["fallback"],
+                               prefix_extended=a.stats["prefix_extended"]
+                               or b.stats["prefix_extended"],
+                               more_rounds=a.stats["more_rounds"])
+                print(json.dumps(row), flush=True)
+                del A, B
 
 
 if __name__ == "__main__":

@@ -88,6 +88,35 @@ MIGRATIONS = [
 ]
 
 
+# 2: the rateless SETU profile's persistent state (setu/rateless_store.py): its coded-symbol
+# prefix, the element keys it indexes (key = 5 bytes of the SETU element hash, as an integer;
+# cnr -1 for an entry, else the chunk number) and how far it has read each feed and chain.
+MIGRATIONS.append((2, """
+        CREATE TABLE setu_rl_state (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            state BLOB NOT NULL
+        );
+        CREATE TABLE setu_rl_keys (
+            key INTEGER NOT NULL,
+            fid BLOB NOT NULL,
+            seq INTEGER NOT NULL,
+            cnr INTEGER NOT NULL
+        );
+        CREATE INDEX setu_rl_keys_key ON setu_rl_keys(key);
+        CREATE TABLE setu_rl_cursor (
+            fid BLOB PRIMARY KEY,
+            seq INTEGER NOT NULL,
+            mid BLOB NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE setu_rl_chains (
+            fid BLOB NOT NULL,
+            seq INTEGER NOT NULL,
+            have INTEGER NOT NULL,
+            PRIMARY KEY (fid, seq)
+        ) WITHOUT ROWID;
+    """))
+
+
 def register_migration(version, script):
     """Append a schema step (for modules that own further tables).
 

@@ -8,6 +8,7 @@ ESP32, 64 on the unix port), so the CRC keeps every intermediate masked to 32 bi
   xor_into(acc, data)  acc[i] ^= data[i] for i < len(acc); acc is a bytearray, data at
                        least as long
   xor_bytes(a, b)      new bytes a ^ b (equal lengths)
+  xor_into_at(acc, off, data)  acc[off + i] ^= data[i] for i < len(data) (coded symbols)
   crc32(data, crc=0)   CRC-32 (IEEE 802.3 / zlib: reflected poly 0xEDB88320), chainable
 """
 
@@ -30,6 +31,11 @@ _TABLE = _make_table()
 def xor_into_plain(acc, data):
     for i in range(len(acc)):
         acc[i] ^= data[i]
+
+
+def xor_into_at_plain(acc, off, data):
+    for i in range(len(data)):
+        acc[off + i] ^= data[i]
 
 
 def crc32_plain(data, crc=0):
@@ -63,10 +69,22 @@ try:
             i += 1
         return c ^ uint(0xFFFFFFFF)
 
+    @micropython.viper
+    def _xor_at_viper(acc: ptr8, off: int, data: ptr8, n: int):
+        i = 0
+        while i < n:
+            acc[off + i] = acc[off + i] ^ data[i]
+            i += 1
+
     def xor_into(acc, data):
         if len(data) < len(acc):
             raise ValueError("xor operand too short")
         _xor_viper(acc, data, len(acc))
+
+    def xor_into_at(acc, off, data):
+        if off < 0 or off + len(data) > len(acc):
+            raise ValueError("xor outside the buffer")
+        _xor_at_viper(acc, off, data, len(data))
 
     def crc32(data, crc=0):
         return _crc_viper(data, len(data), crc & 0xFFFFFFFF, _TABLE32) & 0xFFFFFFFF
@@ -88,6 +106,13 @@ except (ImportError, SyntaxError, NameError):
         n = len(acc)
         v = int.from_bytes(acc, "big") ^ int.from_bytes(bytes(data[:n]), "big")
         acc[:] = v.to_bytes(n, "big")
+
+    def xor_into_at(acc, off, data):
+        n = len(data)
+        if off < 0 or off + n > len(acc):
+            raise ValueError("xor outside the buffer")
+        v = int.from_bytes(acc[off:off + n], "big") ^ int.from_bytes(data, "big")
+        acc[off:off + n] = v.to_bytes(n, "big")
 
     VIPER = False
 

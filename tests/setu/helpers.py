@@ -1,4 +1,5 @@
-"""Shared helpers for the SETU tests: random sets and a synchronous two-machine pump."""
+"""Shared helpers for the SETU tests: random sets, signed feeds and a synchronous pump."""
+import hashlib
 import random
 
 from tssb.setu.machine import Reconciler
@@ -58,3 +59,21 @@ def sync(A, B, cfg_a=None, cfg_b=None, tamper=None):
     b = Reconciler(B, False, cfg_b)
     pump(a, b, tamper)
     return a, b
+
+
+def make_feed(store, seed, n):
+    """Append n signed entries to the feed of key `seed` (created if new). Returns its FID."""
+    from nacl.signing import SigningKey
+    from tssb.setu.tinyssb_elements import mid_of
+    sk = SigningKey(hashlib.sha256(seed).digest())
+    fid = bytes(sk.verify_key)
+    store.add_feed(fid)
+    top, prev = store.front(fid)
+    for seq in range(top + 1, top + n + 1):
+        nam = b"tinyssb-v0" + fid + seq.to_bytes(4, "big") + prev
+        head = hashlib.sha256(nam).digest()[:7] + b"\x00" + (b"msg %d" % seq).ljust(48, b"\x00")
+        pkt = head + sk.sign(nam + head).signature
+        mid = mid_of(fid, seq, prev, pkt)
+        store.append(fid, seq, pkt, mid)
+        prev = mid
+    return fid

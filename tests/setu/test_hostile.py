@@ -10,6 +10,7 @@ import types
 import pytest
 
 from tinyssb.store import MemStore
+from tssb.store import Store
 from tssb.channel import memory_pair
 from tssb.session.budget import BudgetExceeded, Limits, Pool
 from tssb.setu import constants as C
@@ -20,13 +21,13 @@ from tssb.setu.driver import reconcile
 from tssb.setu.machine import DEFAULT_APP_ID, Config
 from tssb.setu.tinyssb_elements import ELEMENT_TYPE, StoreSource, make_chunk_element
 
-from test_store_adapter import _feed
+from helpers import make_feed as _feed
 
 PEER = bytes(32)
 
 
 def _ctx(n=50):
-    store = MemStore()
+    store = Store(":memory:")     # the service's set provider reads SQLite
     _feed(store, b"server", n)
     return types.SimpleNamespace(store=store, events=types.SimpleNamespace(emit=lambda *a, **k: None))
 

@@ -5,25 +5,10 @@ from nacl.signing import SigningKey
 
 from tinyssb.store import MemStore
 from tssb.setu.machine import Config, Reconciler
-from tssb.setu.tinyssb_elements import (StoreSource, check_element, make_element, mid_of,
+from tssb.setu.tinyssb_elements import (StoreSource, check_element, make_element,
                                         split_element)
 
-from helpers import pump
-
-
-def _feed(store, seed, n):
-    sk = SigningKey(hashlib.sha256(seed).digest())
-    fid = bytes(sk.verify_key)
-    store.add_feed(fid)
-    prev = fid[:20]
-    for seq in range(1, n + 1):
-        nam = b"tinyssb-v0" + fid + seq.to_bytes(4, "big") + prev
-        head = hashlib.sha256(nam).digest()[:7] + b"\x00" + (b"msg %d" % seq).ljust(48, b"\x00")
-        pkt = head + sk.sign(nam + head).signature
-        mid = mid_of(fid, seq, prev, pkt)
-        store.append(fid, seq, pkt, mid)
-        prev = mid
-    return fid
+from helpers import make_feed as _feed, pump
 
 
 def test_check_element_accepts_valid_and_rejects_tampered():

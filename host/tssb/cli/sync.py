@@ -15,8 +15,10 @@ def register(subparsers):
                     "the union of their log entries; every received entry is signature-checked. "
                     "Progress goes to stderr; Ctrl-C stops at once (what was received is kept).")
     p.add_argument("--peer", required=True, metavar="HOST:PORT", help="the peer's `tssb serve` address")
-    p.add_argument("--profile", choices=("tssb2", "gnunet"), default="tssb2",
-                   help="tssb2 (default; fixes GNUnet's IBF flaws) or gnunet (GNUnet-identical IBFs)")
+    p.add_argument("--profile", choices=("rateless", "tssb2", "gnunet"), default="rateless",
+                   help="rateless (default: coded symbols, 1-2 round trips, state kept in the "
+                        "store), tssb2 (estimator + IBFs, GNUnet's flaws fixed) or gnunet "
+                        "(GNUnet-identical IBFs)")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for any one message (default 60)")
     p.add_argument("--max-unverified", type=int, default=Limits().session["unverified"],
@@ -38,6 +40,7 @@ def run(args):
     from tssb.setu.errors import SetuError
     from tssb.setu.machine import Config
     from tssb.setu.service import summary_fields
+    from tssb.setu.rateless_store import RatelessStoreSet
     from tssb.setu.tinyssb_elements import StoreSource
 
     if args.max_unverified < 1:
@@ -45,11 +48,20 @@ def run(args):
     budget = Pool(Limits(unverified=args.max_unverified)).budget()
     ctx = open_home(args)
     try:
-        src = StoreSource(ctx.store, budget)
-        n = src.refresh()
-        print("local set: %d elements (entries and chunks); connecting to %s:%d"
-              % (n, host, port), file=sys.stderr)
-        cfg = Config(profile_id=C.PROFILE_GNUNET if args.profile == "gnunet" else C.PROFILE_TSSB2)
+        pid = {"gnunet": C.PROFILE_GNUNET, "tssb2": C.PROFILE_TSSB2,
+               "rateless": C.PROFILE_RATELESS}[args.profile]
+        if pid == C.PROFILE_RATELESS:   # persistent state: only what was appended is hashed
+            eset = RatelessStoreSet(ctx.store, budget)
+            new = eset.refresh()
+            print("local set: %d elements (%d new since the kept state); connecting to %s:%d"
+                  % (len(eset), new, host, port), file=sys.stderr)
+        else:
+            src = StoreSource(ctx.store, budget)
+            n = src.refresh()
+            eset = src.eset
+            print("local set: %d elements (entries and chunks); connecting to %s:%d"
+                  % (n, host, port), file=sys.stderr)
+        cfg = Config(profile_id=pid)
 
         def progress(st):
             print("  %s: sent %d, received %d elements" % (
@@ -60,7 +72,7 @@ def run(args):
             try:
                 ch = await sess.open_stream("setu")
                 ctx.events.emit("sync_start", proto="setu", peer=args.peer)
-                return await reconcile(ch, src.eset, True, cfg, progress, args.timeout)
+                return await reconcile(ch, eset, True, cfg, progress, args.timeout)
             finally:
                 await sess.close()
 
@@ -85,13 +97,21 @@ def run(args):
             failed(str(e))
             raise session_failure(e, args.peer)
         ctx.events.emit("sync_done", **summary_fields(args.peer, res))
+        if pid == C.PROFILE_RATELESS:
+            eset.refresh()              # index what arrived, so the next sync starts at once
     finally:
         ctx.close()
     if args.json:
         print(json.dumps(dict(res, peer=args.peer)))
         return 0
-    print("mode %s (profile %s), %d IBF round(s), %d decode failure(s)"
-          % (res["mode"], res["profile"], res["rounds"], res["decode_failures"]))
+    if pid == C.PROFILE_RATELESS:
+        print("profile rateless, %d symbols sent, %d received, %d round trip(s)%s%s"
+              % (res["symbols_sent"], res["symbols_recv"], res["round_trips"],
+                 ", prefix extended to %d" % res["prefix"] if res["prefix_extended"] else "",
+                 ", fell back to a full key exchange" if res["fallback"] else ""))
+    else:
+        print("mode %s (profile %s), %d IBF round(s), %d decode failure(s)"
+              % (res["mode"], res["profile"], res["rounds"], res["decode_failures"]))
     print("bytes: %d sent, %d received; elements: %d sent, %d received"
           % (res["bytes_sent"], res["bytes_recv"], res["elements_sent"], res["elements_recv"]))
     return 0

@@ -25,7 +25,7 @@ MSG_NAMES = {
     MSG_OFFER: "OFFER", MSG_OPERATION_REQUEST: "OPERATION_REQUEST", MSG_SE: "SE",
     MSG_IBF: "IBF", MSG_ELEMENTS: "ELEMENT", MSG_IBF_LAST: "IBF_LAST", MSG_DONE: "DONE",
     MSG_SEC: "SEC", MSG_FULL_DONE: "FULL_DONE", MSG_FULL_ELEMENT: "FULL_ELEMENT",
-    MSG_SEND_FULL: "SEND_FULL",
+    MSG_SEND_FULL: "SEND_FULL", 7401: "RL",
 }
 
 MAX_MESSAGE_SIZE = 65535        # 16-bit MSG SIZE field (draft 6.x); GNUnet's IBF slices overflow it
@@ -67,4 +67,9 @@ RTT_BANDWIDTH_TRADEOFF = 0.25   # bytes charged per round trip in 7.1.1 (our def
 # Profiles (agreed in the OPERATION_REQUEST application data).
 PROFILE_GNUNET = 0              # GNUnet-compatible hashing, mapping and decode order
 PROFILE_TSSB2 = 1               # non-linear check hash, linear decoder, foldable IBFs
-PROFILE_NAMES = {PROFILE_GNUNET: "gnunet", PROFILE_TSSB2: "tssb2"}
+PROFILE_RATELESS = 2            # rateless coded symbols instead of estimator + IBF (rateless.py)
+PROFILE_NAMES = {PROFILE_GNUNET: "gnunet", PROFILE_TSSB2: "tssb2", PROFILE_RATELESS: "rateless"}
+
+# The rateless profile's one message type. Outside GNUnet's SETU range (559-571, 710); sent
+# only after both ends agreed on the profile in the OPERATION_REQUEST.
+MSG_RL = 7401

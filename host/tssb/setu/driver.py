@@ -21,8 +21,9 @@ from .errors import SetuError
 from .machine import Reconciler
 
 DEFAULT_IDLE_TIMEOUT = PEER_TIMEOUT_S  # seconds to wait for a message, or to send one
-# Messages whose handling may touch every element of our set or every bucket of an IBF.
-HEAVY = frozenset((C.MSG_OPERATION_REQUEST, C.MSG_SE, C.MSG_SEC, C.MSG_IBF_LAST))
+# Messages whose handling may touch every element of our set or every bucket of an IBF
+# (or, for the rateless profile, peel coded symbols).
+HEAVY = frozenset((C.MSG_OPERATION_REQUEST, C.MSG_SE, C.MSG_SEC, C.MSG_IBF_LAST, C.MSG_RL))
 
 
 def _msg_type(buf):

@@ -23,6 +23,8 @@ Differential mode, as run here (the channel is ordered and reliable):
 Full mode: SEND_FULL or REQUEST_FULL, the first sender's FULL_ELEMENTs and FULL_DONE (the
 XOR of the hashes it sent), then the receiver's missing elements and FULL_DONE with the
 union checksum.
+Profile `rateless`: after the OPERATION_REQUEST the Reconciler hands every message to a
+rateless.RatelessMachine (coded symbols instead of estimator and IBFs).
 
 Resources: IBF buckets are charged to the operation's budget (tssb.session.budget,
 "ibf_buckets") while held: a received IBF from its first slice until it is decoded, the
@@ -35,6 +37,7 @@ import hashlib
 from . import constants as C
 from . import messages as M
 from . import policy
+from . import rateless as RL
 from . import strata as S
 from .errors import SetuError
 from .ibf import IBF, counter_bits, max_buckets_per_message, slice_bucket_count
@@ -100,12 +103,22 @@ class Config:
         max_ibf_size: resource bound on a received IBF (buckets).
         rtt: bytes charged per round trip in the mode decision.
         pad_counters: send IBF counters in GNUnet's padded 20-byte-bucket layout.
+        rl_first_symbols: rateless: symbols in the first flight (k1).
+        rl_first_symbols_max: rateless: most first-flight symbols a responder accepts.
+        rl_prefix: rateless: coded symbols kept per set (None: rateless.prefix_length(n));
+            extended on demand.
+        rl_max_symbols: rateless: most symbols streamed or accepted in one operation.
+        rl_max_more: rateless: extra exchanges after an undershoot before giving up.
     """
 
-    def __init__(self, profile_id=C.PROFILE_TSSB2, allowed_profiles=(C.PROFILE_GNUNET, C.PROFILE_TSSB2),
+    def __init__(self, profile_id=C.PROFILE_TSSB2,
+                 allowed_profiles=(C.PROFILE_GNUNET, C.PROFILE_TSSB2, C.PROFILE_RATELESS),
                  app_id=DEFAULT_APP_ID, force=None, allow_force=False, lower_bound=0,
                  upper_bound=1 << 26, max_ibf_size=C.MAX_IBF_SIZE, rtt=C.RTT_BANDWIDTH_TRADEOFF,
-                 pad_counters=False, compress_se=True, max_role_swaps=C.MAX_ROLE_SWAPS):
+                 pad_counters=False, compress_se=True, max_role_swaps=C.MAX_ROLE_SWAPS,
+                 rl_first_symbols=RL.FIRST_SYMBOLS, rl_first_symbols_max=256,
+                 rl_prefix=None, rl_max_symbols=RL.MAX_RL_SYMBOLS,
+                 rl_max_more=RL.MAX_MORE_ROUNDS):
         if force not in (None, "full", "differential"):
             raise ValueError("force must be None, 'full' or 'differential'")
         self.profile_id = profile_id
@@ -120,6 +133,11 @@ class Config:
         self.pad_counters = pad_counters
         self.compress_se = compress_se
         self.max_role_swaps = max_role_swaps
+        self.rl_first_symbols = rl_first_symbols
+        self.rl_first_symbols_max = rl_first_symbols_max
+        self.rl_prefix = rl_prefix
+        self.rl_max_symbols = rl_max_symbols
+        self.rl_max_more = rl_max_more
 
 
 def _xor_hashes(hs):
@@ -133,13 +151,19 @@ class Reconciler:
     """One SETU operation over one ordered, reliable message stream."""
 
     def __init__(self, eset, initiator, config=None, budget=None):
-        self.eset = eset
         self.initiator = initiator
         self.cfg = config or Config()
         self.budget = budget          # None: no accounting (in-memory tests, benchmarks)
         self.lazy_output = False      # True: full transfers come back as one generator
+        # A provider (rateless_store.StoreSets) builds the set for the profile in use only.
+        self._provider = eset if hasattr(eset, "for_profile") else None
+        if self._provider is not None and initiator:
+            eset = self._provider.for_profile(self.cfg.profile_id)
+        self.eset = eset
         self.state = None if initiator else EXPECT_CONN
-        self.profile = get_profile(self.cfg.profile_id)
+        self._rl = None               # RatelessMachine once the rateless profile is agreed
+        rateless = self.cfg.profile_id == C.PROFILE_RATELESS   # a responder learns its profile
+        self.profile = None if rateless else get_profile(self.cfg.profile_id)
         self.error = None
         self.stats = dict(mode=None, rounds=0, role_swaps=0, decode_failures=0,
                           elements_sent=0, elements_recv=0, lsd=None, rsd=None, profile=None)
@@ -165,6 +189,13 @@ class Reconciler:
             raise RuntimeError("start() is for a fresh initiator")
         flags = {None: 0, "full": M.FLAG_FORCE_FULL, "differential": M.FLAG_FORCE_DIFF}[self.cfg.force]
         self._flags = flags
+        if self.cfg.profile_id == C.PROFILE_RATELESS:
+            app = M.app_data(C.PROFILE_RATELESS, 0, self.eset.avg_element_size())
+            self._rl = RL.RatelessMachine(self.eset, True, self.cfg, self.stats)
+            opreq = M.operation_request(len(self.eset), self.cfg.app_id, app)
+            out = self._rl.start(opreq)
+            self.state = self._rl.state
+            return out
         self.stats["profile"] = self.profile.name
         app = M.app_data(self.profile.pid, flags, self.eset.avg_element_size())
         self.state = EXPECT_SE
@@ -181,6 +212,10 @@ class Reconciler:
         if self.state in (ERROR, FINISHED, None):
             raise SetuError("unexpected message", "in state %s" % self.state)
         try:
+            if self._rl is not None:
+                out = self._rl.receive(buf)
+                self.state = self._rl.state
+                return out
             msg = M.decode(buf)
             name = TRANSITIONS.get((self.state, msg.type))
             if name is None:
@@ -262,6 +297,15 @@ class Reconciler:
             raise SetuError("forced mode refused")
         if not cfg.lower_bound <= msg.element_count <= cfg.upper_bound:
             raise SetuError("byzantine bound", "remote element count %d" % msg.element_count)
+        if msg.profile == C.PROFILE_RATELESS and msg.flags:
+            raise SetuError("forced mode refused", "the rateless profile has no modes")
+        if self._provider is not None:
+            self.eset = self._provider.for_profile(msg.profile)
+        if msg.profile == C.PROFILE_RATELESS:
+            self._rl = RL.RatelessMachine(self.eset, False, cfg, self.stats, msg.element_count)
+            self._rl.expect_first_flight()
+            self.state = self._rl.state
+            return
         self.profile = get_profile(msg.profile)
         self.stats["profile"] = self.profile.name
         self._flags = msg.flags

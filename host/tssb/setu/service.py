@@ -3,7 +3,7 @@ from tssb.session.budget import offload
 
 from .driver import reconcile
 from .machine import Config
-from .tinyssb_elements import StoreSource
+from .rateless_store import StoreSets
 
 
 async def serve(channel, ctx, peer):
@@ -15,18 +15,20 @@ async def serve(channel, ctx, peer):
         peer: the remote's 32-byte Ed25519 public key.
     """
     budget = getattr(channel, "budget", None)
-    src = StoreSource(ctx.store, budget)
-    await offload(budget, src.refresh)   # hashes every stored entry: off the event loop
+    # builds only the set of the profile the peer proposes, when its OPERATION_REQUEST is
+    # handled (off the event loop: the driver offloads it)
+    sets = StoreSets(ctx.store, budget)
     peer_hex = peer.hex()
     ctx.events.emit("sync_start", proto="setu", peer=peer_hex)
     res = dict(ok=False, reason=None)
     try:
-        res = await reconcile(channel, src.eset, initiator=False, config=Config(), budget=budget)
+        res = await reconcile(channel, sets, initiator=False, config=Config(), budget=budget)
+        await offload(budget, sets.finish)    # rateless: indexes what arrived
     except Exception as e:  # the event log records every ending, then the error propagates
         res = dict(ok=False, reason=getattr(e, "reason", type(e).__name__))
         raise
     finally:
-        src.release()
+        sets.release()
         ctx.events.emit("sync_done", **summary_fields(peer_hex, res))
 
 

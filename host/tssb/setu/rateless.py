@@ -1,0 +1,712 @@
+"""SETU profile `rateless` (id 2): set union by rateless coded symbols, in 1-2 round trips.
+
+Agreed in the OPERATION_REQUEST application data like tssb2; after it, both ends exchange only
+RL messages (type MSG_RL), which a GNUnet peer never sees. Coded symbols are
+tinyssb.codedsym's with KEY 5 || CHK 3 bytes and no COUNT (rateless_prefix.CODEC): 8 bytes.
+
+Flights (I initiator, R responder; see docs/setu.md "Profile rateless"):
+  F1 I->R  OPERATION_REQUEST, RL{SYMBOLS 0..k1, PROBES}
+  R subtracts its own symbols and peels.
+   decoded:  F2 R->I  RL{DONE, ELEMENTS (R-only), WANTS (I-only keys)}
+             F3 I->R  RL{ELEMENTS (wanted)}                     (only when R wanted any)
+   not yet:  F2 R->I  RL{ELEMENTS, WANTS (what R decoded so far), RESIDUAL 0..k1,
+                         SYMBOLS k1..m of R's own set}  with m from R's estimate of the
+                         difference (PROBES), or KEYS (all of R's keys) when that is cheaper
+             F3 I->R  RL{DONE, ELEMENTS (I-only), WANTS (R-only keys)}, or RL{MORE m2} when
+                      I could not decode yet (one more exchange, counted in the stats)
+             F4 R->I  RL{ELEMENTS (wanted)}                     (only when I wanted any)
+An RL message body is FLAGS (1 byte: bit 0 END = last message of the flight, bit 1 DONE =
+the sender decoded everything) followed by sections TAG (1) || LEN (varint) || PAYLOAD.
+
+Every bound comes from local configuration and local set sizes (Config.rl_*), never from
+what the peer declares beyond the byzantine upper bound; every abort is SetuError(reason).
+"""
+import numpy as np
+from tinyssb import bipf, codedsym
+from tinyssb.errors import WireError
+
+from . import constants as C
+from . import messages as M
+from .errors import SetuError
+from .profiles import element_hash
+from .rateless_prefix import CODEC, KEY_LEN, SYMBOL_SIZE, element_key, stuck_candidates
+
+# Sections of an RL message.
+SEC_SYMBOLS = 1       # varint start || symbols
+SEC_PROBES = 2        # 2 bits per probe index (probe_indices), 4 per byte, LSB first
+SEC_RESIDUAL = 3      # varint start || varint count || bitmap || the nonzero symbols
+SEC_WANTS = 4         # 5-byte keys
+SEC_ELEMENTS = 5      # varint element size || elements of that size
+SEC_MORE = 6          # varint: send symbols up to this index
+SEC_KEYS = 7          # all of the sender's keys (full-exchange fallback)
+
+FLAG_END = 1
+FLAG_DONE = 2
+
+FIRST_SYMBOLS = 18        # k1: decodes d <= ~10 in the first flight; d = 1 stays < 300 B
+PROBE_GROWTH = (11, 10)   # probe indices grow by 10 % from k1 to the prefix end
+PROBE_BITS = 2            # bits per probe: for ~25 bytes this estimated d best (simulated:
+                          # 10-90 % of d_est/d within 0.67-1.5 for d = 10..1000)
+PROBE_FALSE_EQUAL = 1 / (1 << PROBE_BITS)   # a differing symbol's probe matches by chance
+STREAM_FACTOR = 2.2       # symbols streamed per estimated difference (RIBLT needs 1.35-1.7
+                          # per difference; the rest covers the estimate's spread)
+STREAM_EXTRA = 8
+DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 2000); extended on demand
+PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
+MAX_RL_SYMBOLS = 1 << 20  # most symbols one operation streams or accepts
+MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up ("symbols never decode")
+ASSIST_MAX_TESTS = 200000     # own-key tests when peeling stalls (~0.15 s of SHA-256 in CPython)
+ASSIST_MAX_STUCK = 64         # ... tried only while at most this many symbols are stuck
+ASSIST_MAX_LEFT = 16          # ... and the probes say at most this many keys are left
+ASSIST_PASSES = 3             # passes over the candidates (one O(n) filter in all)
+MAX_FLIGHT_SECTIONS = 4096    # sections buffered until a flight's END (honest: ~1 per message)
+MAX_FLIGHT_BYTES = 64 << 20   # bytes buffered until END: 8 MiB of symbols at MAX_RL_SYMBOLS
+                              # plus the elements of a large difference
+_MSG_ROOM = C.MAX_MESSAGE_SIZE - C.HEADER_SIZE - 1 - 8   # payload room per message
+
+
+# -- wire --------------------------------------------------------------------------------
+
+_varint = bipf.varint_encode
+
+
+def _read_varint(b, p):
+    try:
+        return bipf.varint_decode(b, p)
+    except WireError:
+        raise SetuError("bad message", "varint")
+
+
+def _section(tag, payload):
+    return bytes((tag,)) + _varint(len(payload)) + payload
+
+
+class Flight:
+    """Collects sections and packs them into RL messages of at most 64 KiB."""
+
+    def __init__(self):
+        self.sections = []
+
+    def add(self, tag, payload):
+        self.sections.append(_section(tag, payload))
+
+    def symbols(self, start, data):
+        per = (_MSG_ROOM - 8) // SYMBOL_SIZE * SYMBOL_SIZE
+        for off in range(0, len(data), per):
+            self.add(SEC_SYMBOLS, _varint(start + off // SYMBOL_SIZE) + data[off:off + per])
+
+    def keys(self, tag, keys):
+        per = (_MSG_ROOM - 8) // KEY_LEN
+        if not keys and tag == SEC_KEYS:
+            self.add(tag, b"")            # "I hold nothing" is an answer too
+        for i in range(0, len(keys), per):
+            self.add(tag, b"".join(keys[i:i + per]))
+
+    def elements(self, elements):
+        by_size = {}
+        for e in elements:
+            by_size.setdefault(len(e), []).append(e)
+        for size in sorted(by_size):
+            els = by_size[size]
+            per = max(1, (_MSG_ROOM - 8) // size)
+            for i in range(0, len(els), per):
+                self.add(SEC_ELEMENTS, _varint(size) + b"".join(els[i:i + per]))
+
+    def messages(self, flags):
+        out, cur = [], []
+        size = 0
+        for s in self.sections:
+            if cur and size + len(s) > _MSG_ROOM:
+                out.append(cur)
+                cur, size = [], 0
+            cur.append(s)
+            size += len(s)
+        out.append(cur)
+        msgs = []
+        for i, secs in enumerate(out):
+            f = flags if i == len(out) - 1 else flags & ~(FLAG_END | FLAG_DONE)
+            msgs.append(M._frame(C.MSG_RL, bytes((f,)) + b"".join(secs)))
+        return msgs
+
+
+def parse(buf):
+    """(flags, [(tag, payload)]) of an RL message; raises SetuError("bad message")."""
+    buf = bytes(buf)
+    if len(buf) < C.HEADER_SIZE + 1 or len(buf) > C.MAX_MESSAGE_SIZE:
+        raise SetuError("bad message", "rl length")
+    size = int.from_bytes(buf[:2], "big")
+    if size != len(buf) or int.from_bytes(buf[2:4], "big") != C.MSG_RL:
+        raise SetuError("bad message", "rl header")
+    flags = buf[4]
+    if flags & ~(FLAG_END | FLAG_DONE):
+        raise SetuError("bad message", "rl flags")
+    p = 5
+    secs = []
+    while p < len(buf):
+        tag = buf[p]
+        n, p = _read_varint(buf, p + 1)
+        if p + n > len(buf) or not SEC_SYMBOLS <= tag <= SEC_KEYS:
+            raise SetuError("bad message", "rl section")
+        secs.append((tag, buf[p:p + n]))
+        p += n
+    return flags, secs
+
+
+def _split_keys(payload):
+    if not payload or len(payload) % KEY_LEN:
+        raise SetuError("bad message", "key list length")
+    return [payload[i:i + KEY_LEN] for i in range(0, len(payload), KEY_LEN)]
+
+
+def _split_elements(payload):
+    size, p = _read_varint(payload, 0)
+    body = payload[p:]
+    if not 1 <= size <= C.MAX_ELEMENT_SIZE or not body or len(body) % size:
+        raise SetuError("bad message", "element section")
+    return [body[i:i + size] for i in range(0, len(body), size)]
+
+
+def prefix_length(n):
+    """Symbols kept for a set of n elements: DEFAULT_PREFIX, or n / 8 rounded up to 2^j."""
+    m = DEFAULT_PREFIX
+    while m * PREFIX_PER_ELEMENTS < n and m < MAX_RL_SYMBOLS:
+        m *= 2
+    return m
+
+
+def probe_indices(k1, m):
+    """Probe indices: k1, then growing by 10 %, below m."""
+    out = []
+    g = k1
+    while g < m:
+        out.append(g)
+        g = max(g + 1, g * PROBE_GROWTH[0] // PROBE_GROWTH[1])
+    return out
+
+
+def probe_value(sym_int):
+    return sym_int >> (64 - PROBE_BITS)      # top bits of the last CHKSUM byte
+
+
+def pack_probes(values):
+    out = bytearray((len(values) * PROBE_BITS + 7) // 8)
+    for j, v in enumerate(values):
+        bit = j * PROBE_BITS
+        out[bit // 8] |= v << (bit % 8)
+    return bytes(out)
+
+
+def unpack_probes(data, count):
+    mask = (1 << PROBE_BITS) - 1
+    return [(data[(j * PROBE_BITS) // 8] >> ((j * PROBE_BITS) % 8)) & mask for j in range(count)]
+
+
+def estimate_difference(observations, lo, hi):
+    """Maximum-likelihood size of the difference from symbol comparisons.
+
+    Args:
+        observations: (index, matched, false_match) triples: symbol `index` of both sets
+            compared equal or not; a symbol with d differing keys in play is unchanged with
+            probability q = (1 - p)^d, p = 1 / (1 + i/2) (the mapping density), and a
+            changed one still compares equal with probability false_match.
+        lo, hi: the range to search.
+    Returns:
+        the estimate (int, lo <= d <= hi).
+    """
+    if hi <= lo or not observations:
+        return lo
+    ds = np.unique(np.geomspace(max(lo, 1), hi, 400).astype(np.int64))
+    idx = np.array([o[0] for o in observations], dtype=np.float64)
+    matched = np.array([bool(o[1]) for o in observations])
+    fe = np.array([o[2] for o in observations], dtype=np.float64)
+    p = np.minimum(2.0 / (idx + 2.0), 1.0 - 1e-12)      # index 0 holds every key
+    lq = np.log1p(-p)                                    # log(1 - p) per observation
+    q = np.exp(np.outer(ds, lq))                         # [d, observation]
+    pm = q + (1.0 - q) * fe
+    ll = np.where(matched, np.log(np.maximum(pm, 1e-300)),
+                  np.log(np.maximum(1.0 - pm, 1e-300))).sum(axis=1)
+    return int(max(lo, min(hi, ds[int(np.argmax(ll))])))
+
+
+def assist(dec, prefix, budget=ASSIST_MAX_TESTS):
+    """Help a stalled decoder with our own keys.
+
+    A key only we hold that is still in the difference leaves every symbol it maps to
+    nonzero; removing it from one of them leaves a pure symbol when it shared it with one
+    other key. So: take our keys whose indices all hold nonzero symbols (one vectorised
+    pass), test them (one checksum per index, `budget` tests at most), newest first (what a
+    peer lacks is mostly what was appended last), in up to ASSIST_PASSES passes (a resolved
+    key can free another), and resolve those that uncover a pure symbol of a key we do not
+    hold. Returns the keys resolved.
+    """
+    nonzero = np.array([not dec.is_zero(i) for i in range(dec.received)], dtype=bool)
+    if not 0 < int(nonzero.sum()) <= ASSIST_MAX_STUCK:
+        return 0
+    items, seeds = prefix.keys_items()
+    cands = stuck_candidates(items, seeds, nonzero)[::-1]
+    mask = (1 << (8 * KEY_LEN)) - 1
+    found = 0
+    for _ in range(ASSIST_PASSES):
+        progress = False
+        for p in cands:
+            if dec.done or budget <= 0:
+                return found
+            item = int(items[p])
+            key = (item & mask).to_bytes(KEY_LEN, "little")
+            idx = codedsym.indices(key, dec.received)
+            if key in dec._found or any(dec.is_zero(i) for i in idx):
+                continue
+            for i in idx:
+                budget -= 1
+                s = int.from_bytes(dec.sums[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE], "little")
+                rest = (s ^ item).to_bytes(SYMBOL_SIZE, "little")
+                other = rest[:KEY_LEN]
+                if CODEC.is_pure_sum(rest) and not dec.is_local(other) \
+                        and i in codedsym.indices(other, i + 1):
+                    found += dec.resolve(key, -1)
+                    progress = True
+                    break
+        if not progress:
+            break
+    return found
+
+
+# -- the profile's state machine ---------------------------------------------------------
+
+I_WAIT_F2 = "rl_wait_reply"
+I_WAIT_ELEMENTS = "rl_wait_elements"
+I_WAIT_MORE = "rl_wait_more"
+R_WAIT_F1 = "rl_wait_symbols"
+R_WAIT_F3 = "rl_wait_final"
+R_WAIT_ELEMENTS = "rl_wait_elements"
+FINISHED = "finished"
+
+
+class RatelessMachine:
+    """One rateless operation for one side; Reconciler delegates to it after the profile is
+    agreed. `receive(buf)` returns messages to send; SetuError aborts.
+
+    Args:
+        eset: the local set: an ElementSet, or anything with its rateless interface
+            (len, etype, check, has, add, rateless, rateless_elements, has_rateless_key,
+            rateless_keys), e.g. rateless_store.RatelessStoreSet.
+        initiator: True for I.
+        cfg: machine.Config (rl_first_symbols, rl_prefix, rl_max_symbols, upper_bound).
+        stats: the Reconciler's stats dict, updated in place.
+        remote_size: R: the element count from the OPERATION_REQUEST (already bounded).
+    """
+
+    def __init__(self, eset, initiator, cfg, stats, remote_size=None):
+        self.eset = eset
+        self.initiator = initiator
+        self.cfg = cfg
+        self.stats = stats
+        self.remote_size = remote_size
+        self.state = None
+        self.n0 = len(eset)
+        self.prefix = eset.rateless(cfg.rl_prefix or prefix_length(len(eset)))
+        self.k1 = min(cfg.rl_first_symbols, self.prefix.m)
+        self.dec = None
+        self._flight = []           # parsed sections of the flight being received
+        self._flight_bytes = 0
+        self._wanted_by_me = set()  # keys I asked for and have not received
+        self._sent_symbols = 0
+        self._more_rounds = 0
+        self._stream_end = 0
+        self._given = set()         # keys whose elements we sent
+        self._early_wants = []      # I: keys R wanted before it had decoded everything
+        self._recv_keys = set()     # keys of elements received in this operation
+        stats.update(mode="rateless", profile="rateless", symbols_sent=0, symbols_recv=0, assisted=0,
+                     prefix=self.prefix.m, prefix_extended=False, fallback=None, rounds=0,
+                     flights=0, round_trips=0, more_rounds=0, estimate=None)
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _limits(self):
+        """(max symbols, max keys) accepted from the peer: from our size and the bound."""
+        rs = self.cfg.upper_bound if self.remote_size is None else \
+            min(self.remote_size, self.cfg.upper_bound)      # I never learns R's size
+        total = self.n0 + rs
+        return (min(self.cfg.rl_max_symbols, 3 * total + 64), total + 16)
+
+    def _is_local(self, key):
+        # the set as it was when the operation began: received elements do not count
+        return key not in self._recv_keys and self.eset.has_rateless_key(key)
+
+    def _decoder(self):
+        ms, mk = self._limits()
+        return codedsym.Decoder(CODEC, self.prefix, ms, mk, self._is_local)
+
+    def _feed(self, fn, *args):
+        try:
+            return fn(*args)
+        except codedsym.CodedSymbolError as e:
+            if e.reason in ("too many symbols", "too many keys"):
+                raise SetuError("symbols never decode", str(e))
+            raise SetuError("bad symbols", str(e))
+
+    def _ensure_prefix(self, m):
+        if m > self.prefix.m:
+            self.prefix.extend(m)
+            self.stats["prefix_extended"] = True
+            self.stats["prefix"] = self.prefix.m
+
+    def _elements_for(self, keys):
+        out = []
+        for k in keys:
+            out += self.eset.rateless_elements(k)
+        return out
+
+    def _check_wants(self, keys):
+        """Wanted keys must be ours, each once, and no more than a decode can yield."""
+        mk = self._limits()[1]
+        for k in keys:
+            if k in self._given:
+                raise SetuError("duplicate want")
+            if not self._is_local(k):
+                raise SetuError("unknown key wanted")
+            self._given.add(k)
+            if len(self._given) > min(mk, 2 * self._sent_symbols + 16):
+                raise SetuError("too many wants")
+
+    def _take_elements(self, elements, allowed):
+        """Check and add received elements; `allowed` (set of keys) or None for "any new"."""
+        for data in elements:
+            if self.eset.check is not None and not self.eset.check(data):
+                raise SetuError("element rejected by application check")
+            h = element_hash(self.eset.etype, data)
+            k = element_key(h)
+            if allowed is not None:
+                if k not in allowed:
+                    raise SetuError("unrequested element")
+            elif self.eset.has(h):
+                raise SetuError("unrequested element", "already held")
+            if self.eset.has(h):
+                continue        # a 5-byte key shared with an element we hold: harmless
+            self._recv_keys.add(k)
+            self.eset.add(data, h)
+            self.stats["elements_recv"] += 1
+        if allowed is not None:
+            for data in elements:
+                allowed.discard(element_key(element_hash(self.eset.etype, data)))
+
+    def _send_elements(self, flight, keys):
+        els = self._elements_for(keys)
+        flight.elements(els)
+        self.stats["elements_sent"] += len(els)
+
+    def _flight_done(self):
+        # flights alternate strictly, so the flights seen so far give the round trips
+        st = self.stats
+        st["flights"] += 1
+        st["round_trips"] = (st["flights"] + 1) // 2
+
+    def _out(self, flight, flags):
+        self.stats["rounds"] += 1
+        self._flight_done()
+        return flight.messages(flags)
+
+    def _symbols(self, flight, start, stop):
+        self._ensure_prefix(stop)
+        flight.symbols(start, self.prefix.encode(start, stop))
+        self._sent_symbols += stop - start
+        self.stats["symbols_sent"] += stop - start
+
+    # -- input -----------------------------------------------------------------------
+
+    def receive(self, buf):
+        flags, secs = parse(buf)
+        self._flight.extend(secs)
+        self._flight_bytes += len(buf)
+        if len(self._flight) > MAX_FLIGHT_SECTIONS or self._flight_bytes > MAX_FLIGHT_BYTES:
+            raise SetuError("flood", "flight of %d sections, %d bytes"
+                            % (len(self._flight), self._flight_bytes))
+        if not flags & FLAG_END:
+            if flags & FLAG_DONE:
+                raise SetuError("bad message", "DONE without END")
+            return []
+        secs, self._flight, self._flight_bytes = self._flight, [], 0
+        self._flight_done()
+        handler = {I_WAIT_F2: self._i_on_f2, I_WAIT_ELEMENTS: self._on_final_elements,
+                   I_WAIT_MORE: self._i_on_more_symbols, R_WAIT_F1: self._r_on_f1,
+                   R_WAIT_F3: self._r_on_f3, R_WAIT_ELEMENTS: self._on_final_elements}.get(self.state)
+        if handler is None:
+            raise SetuError("unexpected message", "RL in state %s" % self.state)
+        return handler(flags, secs)
+
+    @staticmethod
+    def _only(secs, allowed):
+        for tag, _ in secs:
+            if tag not in allowed:
+                raise SetuError("unexpected section", "tag %d" % tag)
+
+    # -- initiator -------------------------------------------------------------------
+
+    def start(self, opreq):
+        """F1: the OPERATION_REQUEST plus the first symbols and the probes."""
+        f = Flight()
+        self._symbols(f, 0, self.k1)
+        probes = probe_indices(self.k1, min(self.prefix.m, PREFIX_PER_ELEMENTS * self.n0 + 64))
+        f.add(SEC_PROBES, _varint(len(probes)) + pack_probes(
+            [probe_value(self.prefix.symbol_int(g)) for g in probes]))
+        self.state = I_WAIT_F2
+        return [opreq] + self._out(f, FLAG_END)
+
+    def _i_on_f2(self, flags, secs):
+        self._only(secs, (SEC_SYMBOLS, SEC_RESIDUAL, SEC_WANTS, SEC_ELEMENTS, SEC_KEYS))
+        wants, elements, residual, symbols, keys = self._sections(secs)
+        if flags & FLAG_DONE:
+            if residual or symbols or keys:
+                raise SetuError("unexpected section", "symbols after DONE")
+            self._check_wants(wants)
+            self._bound_unsolicited(elements)
+            self._take_elements(elements, None)
+            f = Flight()
+            self._send_elements(f, wants)
+            self.state = FINISHED
+            return self._out(f, FLAG_END | FLAG_DONE) if wants else []
+        if keys is not None:
+            return self._i_full_keys(keys, wants, elements)
+        # R's partial results, then its residual and its own symbols
+        self._check_wants(wants)
+        self._early_wants = wants
+        self._bound_unsolicited(elements)
+        self._take_elements(elements, None)
+        dec = self.dec = self._decoder()
+        if residual is None:
+            raise SetuError("missing section", "residual")
+        start, data = residual
+        if start != 0:
+            raise SetuError("bad symbols", "residual starts at %d" % start)
+        self._feed(dec.add_diff, 0, data)
+        for k in wants:
+            self._feed(dec.known, k, -1)
+        for data in elements:
+            self._feed(dec.known, element_key(element_hash(self.eset.etype, data)), 1)
+        self._add_symbols(symbols)
+        return self._i_after_decode()
+
+    def _bound_unsolicited(self, elements):
+        # elements sent unasked come from a decode of the symbols we sent (or, after a KEYS
+        # fallback, from the peer's own set, whose size it committed to)
+        most = 2 * self._sent_symbols + 16
+        if self.stats["fallback"] == "keys":
+            most = min(self.remote_size if self.remote_size is not None else 0,
+                       self.cfg.upper_bound)
+        if len(elements) > most:
+            raise SetuError("too many elements")
+
+    def _add_symbols(self, symbols):
+        for start, data in symbols:
+            if start != self.dec.received:
+                raise SetuError("bad symbols", "gap at %d" % start)
+            self._ensure_prefix(start + len(data) // SYMBOL_SIZE)
+            self._feed(self.dec.add, start, data)
+            self.stats["symbols_recv"] += len(data) // SYMBOL_SIZE
+
+    def _i_after_decode(self):
+        dec = self.dec
+        if not dec.done:
+            self._more_rounds += 1
+            self.stats["more_rounds"] = self._more_rounds
+            if self._more_rounds > self.cfg.rl_max_more:
+                raise SetuError("symbols never decode", "after %d symbols" % dec.received)
+            m2 = min(2 * dec.received, self._limits()[0])
+            if m2 <= dec.received:
+                raise SetuError("symbols never decode", "after %d symbols" % dec.received)
+            f = Flight()
+            f.add(SEC_MORE, _varint(m2))
+            self._stream_end = m2
+            self.state = I_WAIT_MORE
+            return self._out(f, FLAG_END)
+        f = Flight()
+        self._send_elements(f, dec.local_keys + self._early_wants)
+        wants = list(dec.remote_keys)
+        f.keys(SEC_WANTS, wants)
+        self._wanted_by_me = set(wants)
+        self.state = I_WAIT_ELEMENTS if wants else FINISHED
+        return self._out(f, FLAG_END | FLAG_DONE)
+
+    def _i_on_more_symbols(self, flags, secs):
+        self._only(secs, (SEC_SYMBOLS,))
+        _, _, _, symbols, _ = self._sections(secs)
+        if not symbols or symbols[-1][0] + len(symbols[-1][1]) // SYMBOL_SIZE != self._stream_end:
+            raise SetuError("bad symbols", "MORE not answered in full")
+        self._add_symbols(symbols)
+        return self._i_after_decode()
+
+    def _i_full_keys(self, keys, wants, elements):
+        """R listed all its keys: the difference is plain set arithmetic."""
+        if wants or elements:
+            raise SetuError("unexpected section", "with KEYS")
+        rs = self.remote_size if self.remote_size is not None else self.cfg.upper_bound
+        if len(keys) > min(self.cfg.upper_bound, rs):
+            raise SetuError("byzantine bound", "%d keys" % len(keys))
+        theirs = set(keys)
+        if len(theirs) != len(keys):
+            raise SetuError("bad message", "duplicate keys")
+        self.stats["fallback"] = "keys"
+        mine = set(self.eset.rateless_keys())
+        f = Flight()
+        self._send_elements(f, sorted(mine - theirs))
+        wants = sorted(theirs - mine)
+        f.keys(SEC_WANTS, wants)
+        self._wanted_by_me = set(wants)
+        self.state = I_WAIT_ELEMENTS if wants else FINISHED
+        return self._out(f, FLAG_END | FLAG_DONE)
+
+    def _on_final_elements(self, flags, secs):
+        self._only(secs, (SEC_ELEMENTS,))
+        _, elements, _, _, _ = self._sections(secs)
+        self._take_elements(elements, self._wanted_by_me)
+        if self._wanted_by_me:
+            raise SetuError("wanted elements missing", "%d keys" % len(self._wanted_by_me))
+        self.state = FINISHED
+        return []
+
+    # -- responder -------------------------------------------------------------------
+
+    def expect_first_flight(self):
+        self.state = R_WAIT_F1
+
+    def _r_on_f1(self, flags, secs):
+        self._only(secs, (SEC_SYMBOLS, SEC_PROBES))
+        _, _, _, symbols, _ = self._sections(secs)
+        probes = [p for t, p in secs if t == SEC_PROBES]
+        if len(probes) > 1 or not symbols:
+            raise SetuError("missing section", "symbols")
+        k1 = symbols[-1][0] + len(symbols[-1][1]) // SYMBOL_SIZE
+        if k1 > self.cfg.rl_first_symbols_max:
+            raise SetuError("too many symbols", "first flight of %d" % k1)
+        nprobe, q = _read_varint(probes[0], 0) if probes else (0, 0)
+        if nprobe > len(probe_indices(k1, self.cfg.rl_max_symbols)):
+            raise SetuError("too many probes")
+        if probes and len(probes[0]) - q != (nprobe * PROBE_BITS + 7) // 8:
+            raise SetuError("bad message", "probe section length")
+        pvals = unpack_probes(probes[0][q:], nprobe) if probes else []
+        dec = self.dec = self._decoder()
+        self._add_symbols(symbols)
+        # which of the first symbols differed before peeling (exact comparisons)
+        first = b"".join(d for _, d in symbols)
+        mine = self.prefix.encode(0, k1)
+        exact = [(i, first[i * 8:i * 8 + 8] == mine[i * 8:i * 8 + 8], 0.0) for i in range(k1)]
+        idx = probe_indices(k1, self.cfg.rl_max_symbols)[:nprobe]
+        obs = exact + [(g, pvals[j] == probe_value(self.prefix.symbol_int(g)), PROBE_FALSE_EQUAL)
+                       for j, g in enumerate(idx) if g < self.prefix.m]
+        rs = min(self.remote_size, self.cfg.upper_bound)
+
+        def estimate():
+            found = len(dec.remote_keys) + len(dec.local_keys)
+            return found, estimate_difference(obs, found + 1, max(found + 1, self.n0 + rs))
+
+        if not dec.done:
+            found, d_est = estimate()
+            if d_est - found <= ASSIST_MAX_LEFT:   # a small remainder: our own keys may free it
+                self.stats["assisted"] = assist(dec, self.prefix)
+        f = Flight()
+        if dec.done:
+            self._send_elements(f, dec.local_keys)
+            self._want(f, dec.remote_keys)
+            self.state = R_WAIT_ELEMENTS if dec.remote_keys else FINISHED
+            return self._out(f, FLAG_END | FLAG_DONE)
+        # the rest of the difference, estimated from the probes that fall in our prefix
+        found, d_est = estimate()
+        self.stats["estimate"] = d_est
+        m = k1 + int(STREAM_FACTOR * d_est) + STREAM_EXTRA
+        ms, _ = self._limits()
+        if m * SYMBOL_SIZE >= self.n0 * KEY_LEN or m > ms:
+            # listing our keys is cheaper (or the stream would pass our bounds)
+            self.stats["fallback"] = "keys"
+            keys = list(self.eset.rateless_keys())
+            f.keys(SEC_KEYS, keys)
+            self.state = R_WAIT_F3
+            self._sent_symbols = max(self._sent_symbols, len(keys))
+            return self._out(f, FLAG_END)
+        self._send_elements(f, dec.local_keys)
+        self._want(f, dec.remote_keys)
+        rb = bytearray()
+        nz = [i for i in range(k1) if not dec.is_zero(i)]
+        bitmap = bytearray((k1 + 7) // 8)
+        for i in nz:
+            bitmap[i // 8] |= 1 << (i % 8)
+            rb += dec.residual(i, i + 1)
+        f.add(SEC_RESIDUAL, _varint(0) + _varint(k1) + bytes(bitmap) + bytes(rb))
+        self._symbols(f, k1, m)
+        self._stream_end = m
+        self.state = R_WAIT_F3
+        return self._out(f, FLAG_END)
+
+    def _want(self, f, keys):
+        f.keys(SEC_WANTS, list(keys))
+        self._wanted_by_me |= set(keys)
+
+    def _r_on_f3(self, flags, secs):
+        self._only(secs, (SEC_ELEMENTS, SEC_WANTS, SEC_MORE))
+        more = [p for t, p in secs if t == SEC_MORE]
+        if more:
+            if len(secs) != 1 or self.stats["fallback"] == "keys":
+                raise SetuError("unexpected section", "MORE with others or after KEYS")
+            m2, _ = _read_varint(more[0], 0)
+            self._more_rounds += 1
+            if self._more_rounds > self.cfg.rl_max_more or not self._stream_end < m2 <= self._limits()[0]:
+                raise SetuError("too many symbols", "MORE up to %d" % m2)
+            f = Flight()
+            self._symbols(f, self._stream_end, m2)
+            self._stream_end = m2
+            return self._out(f, FLAG_END)
+        if not flags & FLAG_DONE:
+            raise SetuError("bad message", "final flight without DONE")
+        wants, elements, _, _, _ = self._sections(secs)
+        self._check_wants(wants)
+        # I's elements: those we wanted in F2 plus the ones only I could find
+        self._bound_unsolicited(elements)
+        self._take_elements(elements, None)
+        got = {element_key(element_hash(self.eset.etype, d)) for d in elements}
+        if self._wanted_by_me - got:
+            raise SetuError("wanted elements missing", "%d keys" % len(self._wanted_by_me - got))
+        f = Flight()
+        self._send_elements(f, wants)
+        self.state = FINISHED
+        return self._out(f, FLAG_END | FLAG_DONE) if wants else []
+
+    # -- parsing ---------------------------------------------------------------------
+
+    def _sections(self, secs):
+        wants, elements, symbols = [], [], []
+        residual = keys = None
+        for tag, p in secs:
+            if tag == SEC_WANTS:
+                wants += _split_keys(p)
+            elif tag == SEC_ELEMENTS:
+                elements += _split_elements(p)
+            elif tag == SEC_SYMBOLS:
+                start, q = _read_varint(p, 0)
+                data = p[q:]
+                if not data or len(data) % SYMBOL_SIZE:
+                    raise SetuError("bad message", "symbol section")
+                symbols.append((start, data))
+            elif tag == SEC_RESIDUAL:
+                if residual is not None:
+                    raise SetuError("bad message", "two residuals")
+                residual = self._parse_residual(p)
+            elif tag == SEC_KEYS:
+                keys = (keys or []) + (_split_keys(p) if p else [])
+        return wants, elements, residual, symbols, keys
+
+    def _parse_residual(self, p):
+        start, q = _read_varint(p, 0)
+        count, q = _read_varint(p, q)
+        if count > self.cfg.rl_first_symbols_max or count > self._sent_symbols:
+            raise SetuError("bad symbols", "residual of %d symbols" % count)
+        nb = (count + 7) // 8
+        bitmap = p[q:q + nb]
+        body = p[q + nb:]
+        if len(bitmap) != nb:
+            raise SetuError("bad message", "residual bitmap")
+        nz = [i for i in range(count) if bitmap[i // 8] >> (i % 8) & 1]
+        if len(body) != len(nz) * SYMBOL_SIZE:
+            raise SetuError("bad message", "residual length")
+        out = bytearray(count * SYMBOL_SIZE)
+        for j, i in enumerate(nz):
+            out[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE] = body[j * SYMBOL_SIZE:(j + 1) * SYMBOL_SIZE]
+        return start, bytes(out)

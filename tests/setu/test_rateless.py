@@ -1,0 +1,439 @@
+"""The rateless SETU profile: union property over sizes and difference shapes, the numpy prefix
+against the shared module, bounds against a malicious peer, persistent state, `tssb sync`."""
+import asyncio
+import random
+import threading
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tinyssb import codedsym
+from tssb.setu import constants as C
+from tssb.setu import rateless as RL
+from tssb.setu.errors import SetuError
+from tssb.setu.machine import Config, Reconciler
+from tssb.setu.rateless_prefix import CODEC, RatelessPrefix
+
+from helpers import make_feed as _feed, make_sets, pump
+
+RATELESS = Config(profile_id=C.PROFILE_RATELESS)
+
+
+def rl_sync(A, B, cfg_a=None, cfg_b=None, tamper=None):
+    a = Reconciler(A, True, cfg_a or RATELESS)
+    b = Reconciler(B, False, cfg_b or Config())
+    pump(a, b, tamper)
+    return a, b
+
+
+def assert_union(A, B, a, b):
+    assert a.finished and b.finished
+    assert A.checksum == B.checksum and set(A.elements) == set(B.elements)
+
+
+@settings(max_examples=25, deadline=None)
+@given(common=st.integers(0, 300), a_only=st.integers(0, 60), b_only=st.integers(0, 60),
+       seed=st.integers(0, 10 ** 6))
+def test_union_property(common, a_only, b_only, seed):
+    A, B = make_sets(common, a_only, b_only, seed)
+    want = set(A.elements) | set(B.elements)
+    a, b = rl_sync(A, B)
+    assert_union(A, B, a, b)
+    assert set(A.elements) == want
+    assert a.stats["profile"] == "rateless" and b.stats["profile"] == "rateless"
+
+
+@pytest.mark.parametrize("shape", [(0, 0, 0), (50, 0, 0), (0, 7, 0), (0, 0, 7), (200, 1, 0),
+                                   (200, 0, 1), (500, 5, 5), (400, 60, 0), (400, 0, 60),
+                                   (300, 150, 150), (20, 300, 0), (20, 0, 300)])
+def test_difference_shapes(shape):
+    A, B = make_sets(*shape, seed=sum(shape))
+    a, b = rl_sync(A, B)
+    assert_union(A, B, a, b)
+    d = shape[1] + shape[2]
+    assert a.stats["elements_sent"] + b.stats["elements_sent"] == d
+
+
+def test_first_flight_decodes_small_differences_in_one_or_two_round_trips():
+    A, B = make_sets(1000, 0, 1, seed=3)
+    a, b = rl_sync(A, B)
+    assert_union(A, B, a, b)
+    assert a.stats["symbols_recv"] == 0 and b.stats["symbols_sent"] == 0   # R decoded at once
+    assert a.stats["rounds"] == 1 and b.stats["rounds"] == 1
+    assert a.stats["round_trips"] == b.stats["round_trips"] == 1
+
+
+def test_round_trips_counted_by_both_ends():
+    A, B = make_sets(2000, 60, 60, seed=12)
+    a, b = rl_sync(A, B)
+    assert_union(A, B, a, b)
+    assert a.stats["round_trips"] == b.stats["round_trips"] == (a.stats["flights"] + 1) // 2
+    assert a.stats["flights"] in (3, 4)
+
+
+def test_own_keys_free_a_stalled_first_flight():
+    # Find sets whose first 18 symbols stall the plain peeling; the responder's search of its
+    # own keys must then finish the decode in the first flight.
+    for seed in range(60):
+        A, B = make_sets(400, 5, 5, seed=seed)
+        dec = codedsym.Decoder(CODEC, B.rateless(RL.prefix_length(len(B))), 100, 100,
+                               B.has_rateless_key)
+        dec.add(0, A.rateless(RL.prefix_length(len(A))).encode(0, RL.FIRST_SYMBOLS))
+        if not dec.done:
+            break
+    else:
+        pytest.fail("no stalled first flight in 60 seeds")
+    a, b = rl_sync(A, B)
+    assert_union(A, B, a, b)
+    assert b.stats["assisted"] > 0 and b.stats["symbols_sent"] == 0
+    assert a.stats["round_trips"] == 2
+
+
+def test_stuck_candidates_match_the_mapping():
+    from tssb.setu.rateless_prefix import stuck_candidates
+    import numpy as np
+    r = random.Random(8)
+    keys = [r.randbytes(5) for _ in range(300)]
+    pre = RatelessPrefix(32)
+    for k in keys:
+        pre.add_key(k)
+    pre.flush()
+    nonzero = np.array([r.random() < 0.6 for _ in range(20)], dtype=bool)
+    nonzero[0] = True
+    want = [p for p, k in enumerate(keys) if all(nonzero[i] for i in codedsym.indices(k, 20))]
+    items, seeds = pre.keys_items()
+    assert list(stuck_candidates(items, seeds, nonzero)) == want
+
+
+def test_difference_beyond_the_prefix_extends_it():
+    A, B = make_sets(3000, 100, 100, seed=5)
+    cfg = Config(profile_id=C.PROFILE_RATELESS, rl_prefix=64)
+    a, b = rl_sync(A, B, cfg, Config(rl_prefix=64))
+    assert_union(A, B, a, b)
+    assert a.stats["prefix_extended"] or b.stats["prefix_extended"]
+
+
+def test_difference_as_large_as_the_set_falls_back_to_keys():
+    A, B = make_sets(10, 400, 0, seed=6)
+    a, b = rl_sync(A, B)
+    assert_union(A, B, a, b)
+    assert b.stats["fallback"] == "keys" and a.stats["fallback"] == "keys"
+
+
+def test_numpy_prefix_equals_shared_module_and_survives_serialising():
+    r = random.Random(2)
+    keys = [r.randbytes(5) for _ in range(700)]
+    enc = codedsym.Encoder(CODEC, 300)
+    pre = RatelessPrefix(100)
+    for k in keys:
+        enc.add(k)
+        pre.add_key(k)
+    pre.flush()
+    pre.extend(300)
+    assert pre.encode(0, 300) == enc.encode(0, 300)
+    back = RatelessPrefix.from_bytes(pre.to_bytes())
+    back.extend(500)
+    enc.extend(500)
+    assert back.encode(0, 500) == enc.encode(0, 500)
+    with pytest.raises(ValueError):
+        RatelessPrefix.from_bytes(pre.to_bytes()[:-1])
+
+
+def test_estimate_is_near_the_difference():
+    ests = []
+    for seed in range(3):
+        A, B = make_sets(2000, 150, 150, seed=seed)
+        a, b = rl_sync(A, B)
+        assert_union(A, B, a, b)
+        ests.append(b.stats["estimate"])
+    assert all(100 <= e <= 900 for e in ests), ests
+
+
+def test_gnunet_only_responder_refuses_the_profile():
+    A, B = make_sets(20, 1, 1)
+    b_cfg = Config(allowed_profiles=(C.PROFILE_GNUNET, C.PROFILE_TSSB2))
+    with pytest.raises(SetuError) as e:
+        rl_sync(A, B, RATELESS, b_cfg)
+    assert e.value.reason == "profile not agreed"
+
+
+# -- a malicious peer ---------------------------------------------------------------------
+
+def _rl_msg(sections, flags=RL.FLAG_END):
+    f = RL.Flight()
+    for tag, payload in sections:
+        f.add(tag, payload)
+    return f.messages(flags)
+
+
+def _responder_after_f1(common=100, a_only=0, b_only=0, seed=1, cfg_b=None):
+    A, B = make_sets(common, a_only, b_only, seed)
+    a = Reconciler(A, True, RATELESS)
+    b = Reconciler(B, False, cfg_b or Config())
+    return A, B, a, b, a.start()
+
+
+def _reason(fn, *args):
+    with pytest.raises(SetuError) as e:
+        fn(*args)
+    return e.value.reason
+
+
+def test_symbols_that_never_decode_are_cut_off():
+    A, B = make_sets(300, 40, 40, seed=9)
+    r = random.Random(1)
+
+    def junk(direction, msg):
+        flags, secs = RL.parse(msg) if msg[2:4] == C.MSG_RL.to_bytes(2, "big") else (None, None)
+        if direction != "ba" or flags is None:
+            return [msg]
+        out = []
+        for tag, p in secs:
+            if tag == RL.SEC_SYMBOLS:
+                start, q = RL._read_varint(p, 0)
+                p = p[:q] + r.randbytes(len(p) - q)
+            out.append((tag, p))
+        return _rl_msg(out, flags)
+
+    a = Reconciler(A, True, RATELESS)
+    b = Reconciler(B, False, Config())
+    with pytest.raises(SetuError) as e:
+        pump(a, b, junk)
+    # I gives up after its MORE rounds, or R refuses a MORE past its bound: either way the
+    # stream stays within a few times the sets' size
+    assert e.value.reason in ("symbols never decode", "too many symbols")
+    assert b.stats["symbols_sent"] <= 3 * (len(A) + len(B)) + 64
+
+
+def test_absurd_sizes_and_counts():
+    A, B, a, b, f1 = _responder_after_f1()
+    opreq = bytearray(f1[0])
+    opreq[4:8] = (1 << 30).to_bytes(4, "big")              # more elements than the bound
+    assert _reason(b.receive, bytes(opreq)) == "byzantine bound"
+    A, B, a, b, f1 = _responder_after_f1()
+    b.receive(f1[0])
+    big = RL.Flight()
+    big.symbols(0, bytes(8 * 300))                         # a first flight of 300 symbols
+    assert _reason(b.receive, big.messages(RL.FLAG_END)[0]) == "too many symbols"
+    A, B, a, b, f1 = _responder_after_f1()
+    b.receive(f1[0])
+    probes = RL._varint(10 ** 6) + bytes(10)
+    msg = _rl_msg([(RL.SEC_SYMBOLS, RL._varint(0) + bytes(8 * 18)), (RL.SEC_PROBES, probes)])[0]
+    assert _reason(b.receive, msg) == "too many probes"
+
+
+def test_flood_and_malformed_messages():
+    A, B, a, b, f1 = _responder_after_f1()
+    b.receive(f1[0])
+    not_end = _rl_msg([(RL.SEC_WANTS, bytes(5))], 0)[0]
+    with pytest.raises(SetuError) as e:
+        for _ in range(5000):
+            b.receive(not_end)
+    assert e.value.reason == "flood"
+    A, B, a, b, f1 = _responder_after_f1()
+    b.receive(f1[0])
+    fat = _rl_msg([(RL.SEC_WANTS, bytes(5 * 13000))], 0)[0]        # 65 KB, never an END
+    with pytest.raises(SetuError) as e:
+        for _ in range(RL.MAX_FLIGHT_BYTES // len(fat) + 2):
+            b.receive(fat)
+    assert e.value.reason == "flood"
+    A, B, a, b, f1 = _responder_after_f1()
+    b.receive(f1[0])
+    for bad, reason in ((f1[1][:-1], "bad message"), (f1[1][:4] + b"\x80" + f1[1][5:], "bad message"),
+                        (b"\x00\x05" + f1[1][2:5], "missing section"),
+                        (f1[1][:5] + b"\x09\x00", "bad message"),
+                        (f1[1][:5] + b"\x04\x05\x01", "bad message")):
+        c = Reconciler(B.copy(), False)
+        c.receive(f1[0])
+        assert _reason(c.receive, bad) == reason
+
+
+def test_unknown_and_duplicate_wants_and_unrequested_elements():
+    # R decodes at once; its reply is replaced by wants we never offered / elements unasked.
+    A, B, a, b, f1 = _responder_after_f1(100, 0, 2, seed=4)
+    reply = _rl_msg([(RL.SEC_WANTS, b"\x01\x02\x03\x04\x05")], RL.FLAG_END | RL.FLAG_DONE)[0]
+    assert _reason(a.receive, reply) == "unknown key wanted"
+    A, B, a, b, f1 = _responder_after_f1(100, 2, 0, seed=4)
+    key = next(iter(A.rateless_keys()))
+    reply = _rl_msg([(RL.SEC_WANTS, key + key)], RL.FLAG_END | RL.FLAG_DONE)[0]
+    assert _reason(a.receive, reply) == "duplicate want"
+    A, B, a, b, f1 = _responder_after_f1(100, 0, 0, seed=4)
+    known = next(iter(A.elements.values()))
+    reply = _rl_msg([(RL.SEC_ELEMENTS, RL._varint(len(known)) + known)], RL.FLAG_END | RL.FLAG_DONE)[0]
+    assert _reason(a.receive, reply) == "unrequested element"
+    # the final elements must be exactly the wanted ones
+    A, B, a, b, f1 = _responder_after_f1(100, 2, 0, seed=4)
+    b.receive(f1[0])
+    out = b.receive(f1[1])
+    assert b.state == RL.R_WAIT_ELEMENTS and out
+    stranger = random.Random(3).randbytes(24)
+    final = _rl_msg([(RL.SEC_ELEMENTS, RL._varint(24) + stranger)], RL.FLAG_END | RL.FLAG_DONE)[0]
+    assert _reason(b.receive, final) == "unrequested element"
+    A, B, a, b, f1 = _responder_after_f1(100, 2, 0, seed=4)
+    b.receive(f1[0])
+    b.receive(f1[1])
+    assert _reason(b.receive, _rl_msg([], RL.FLAG_END | RL.FLAG_DONE)[0]) == "wanted elements missing"
+
+
+def test_too_many_unsolicited_elements_and_more_requests():
+    A, B, a, b, f1 = _responder_after_f1(100, 0, 0, seed=8)
+    r = random.Random(5)
+    els = [r.randbytes(24) for _ in range(80)]     # more than a decode of 18 symbols yields
+    reply = _rl_msg([(RL.SEC_ELEMENTS, RL._varint(24) + b"".join(els))], RL.FLAG_END | RL.FLAG_DONE)[0]
+    assert _reason(a.receive, reply) == "too many elements"
+    # a MORE beyond the responder's bounds
+    A, B = make_sets(200, 40, 40, seed=2)
+    a = Reconciler(A, True, RATELESS)
+    b = Reconciler(B, False, Config())
+    f1 = a.start()
+    b.receive(f1[0])
+    f2 = b.receive(f1[1])
+    assert b.state == RL.R_WAIT_F3 and f2
+    more = _rl_msg([(RL.SEC_MORE, RL._varint(10 ** 7))])[0]
+    assert _reason(b.receive, more) == "too many symbols"
+
+
+def test_more_after_a_key_list_is_refused():
+    A, B = make_sets(10, 400, 0, seed=6)
+    a = Reconciler(A, True, RATELESS)
+    b = Reconciler(B, False, Config())
+    f1 = a.start()
+    b.receive(f1[0])
+    b.receive(f1[1])
+    assert b.stats["fallback"] == "keys"
+    assert _reason(b.receive, _rl_msg([(RL.SEC_MORE, RL._varint(40))])[0]) == "unexpected section"
+
+
+def test_unexpected_message_in_each_state():
+    A, B, a, b, f1 = _responder_after_f1()
+    assert _reason(b.receive, f1[1]) == "bad message"     # RL before the request: unknown type
+    A, B, a, b, f1 = _responder_after_f1()
+    b.receive(f1[0])
+    assert _reason(b.receive, _rl_msg([(RL.SEC_MORE, RL._varint(40))])[0]) == "unexpected section"
+
+
+# -- persistence and the store ------------------------------------------------------------
+
+def _state(store):
+    """What the kept state means: symbols, the keys' (item, seed) pairs, the key rows."""
+    rows = sorted(store._q("SELECT key, fid, seq, cnr FROM setu_rl_keys"))
+    p = RatelessPrefix.from_bytes(store._one("SELECT state FROM setu_rl_state")[0])
+    return p.encode(0, p.m), sorted(zip(p._items.tolist(), p._seeds.tolist())), rows
+
+
+def test_state_survives_a_restart_and_equals_a_rebuild(tmp_path):
+    from tssb.setu.rateless_store import RatelessStoreSet
+    from tssb.store import Store
+    path = str(tmp_path / "s.sqlite")
+    st = Store(path)
+    _feed(st, b"a", 30)
+    s1 = RatelessStoreSet(st)
+    assert not s1.loaded and s1.refresh() == 30 and len(s1) == 30
+    _feed(st, b"a", 5)
+    _feed(st, b"b", 12)
+    assert s1.refresh() == 17 and s1.refresh() == 0
+    st.close()
+    st = Store(path)
+    s2 = RatelessStoreSet(st)
+    assert s2.loaded and len(s2) == 47
+    assert s2.prefix.encode(0, s2.prefix.m) == s1.prefix.encode(0, s1.prefix.m)
+    kept = _state(st)
+    for t in ("setu_rl_state", "setu_rl_keys", "setu_rl_cursor", "setu_rl_chains"):
+        st.db.execute("DELETE FROM " + t)
+    s3 = RatelessStoreSet(st)
+    assert s3.refresh() == 47
+    assert _state(st) == kept
+    # a damaged blob is rebuilt, nothing lost
+    st.db.execute("UPDATE setu_rl_state SET state = ?", (b"junk",))
+    s4 = RatelessStoreSet(st)
+    assert s4.refresh() == 47 and _state(st) == kept
+
+
+def test_two_views_of_one_store_never_save_a_stale_prefix(tmp_path):
+    from tssb.setu.rateless_store import RatelessStoreSet
+    from tssb.store import Store
+    st = Store(str(tmp_path / "s.sqlite"))
+    _feed(st, b"a", 10)
+    one = RatelessStoreSet(st)
+    one.refresh()
+    two = RatelessStoreSet(st)           # e.g. a second session of `tssb serve`
+    _feed(st, b"a", 4)
+    assert one.refresh() == 4
+    _feed(st, b"b", 3)
+    assert two.refresh() == 3 and len(two) == 17
+    kept = _state(st)
+    for t in ("setu_rl_state", "setu_rl_keys", "setu_rl_cursor", "setu_rl_chains"):
+        st.db.execute("DELETE FROM " + t)
+    RatelessStoreSet(st).refresh()
+    assert _state(st) == kept
+
+
+def test_responder_config_may_name_the_rateless_profile():
+    A, B = make_sets(100, 3, 3, seed=2)
+    a, b = rl_sync(A, B, RATELESS, RATELESS)
+    assert_union(A, B, a, b)
+
+
+def test_two_stores_reconcile_with_persistent_state():
+    from tssb.setu.rateless_store import RatelessStoreSet, StoreSets
+    from tssb.store import Store
+    s1, s2 = Store(":memory:"), Store(":memory:")
+    _feed(s1, b"one", 12)
+    _feed(s2, b"two", 7)
+    _feed(s1, b"both", 5)
+    _feed(s2, b"both", 9)
+    a = RatelessStoreSet(s1)
+    a.refresh()
+    sets = StoreSets(s2)
+    ra = Reconciler(a, True, RATELESS)
+    rb = Reconciler(sets, False, Config())
+    pump(ra, rb)
+    assert ra.finished and rb.finished
+    a.refresh()
+    sets.finish()
+    for fid in set(s1.feeds()) | set(s2.feeds()):
+        assert s1.front(fid) == s2.front(fid)
+    assert len(a) == len(sets.used) == 12 + 7 + 9
+    assert a.prefix.encode(0, 64) == sets.used.prefix.encode(0, 64)
+
+
+# -- the command --------------------------------------------------------------------------
+
+def test_tssb_sync_rateless_end_to_end(tmp_path, capsys):
+    from tssb import cli
+    from tssb.context import Context
+    from tssb.session import PeerPolicy, start_server
+
+    def tssb(*argv):
+        with pytest.raises(SystemExit) as e:
+            cli.main(list(argv))
+        out = capsys.readouterr()
+        return e.value.code, out.out, out.err
+
+    ha, hb = str(tmp_path / "a"), str(tmp_path / "b")
+    for h in (ha, hb):
+        assert tssb("id", "--home", h)[0] == 0
+    for i in range(3):
+        assert tssb("post", "--home", ha, "from a %d" % i)[0] == 0
+    assert tssb("post", "--home", hb, "from b")[0] == 0
+    ca, cb = Context.open(ha), Context.open(hb)
+    cb.set_network_key(ca.network_key)
+    loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    try:
+        server = asyncio.run_coroutine_threadsafe(start_server(
+            cb, "127.0.0.1", 0, policy=PeerPolicy(cb.network_key, open_mode=True)), loop).result(10)
+        peer = "127.0.0.1:%d" % server.port
+        ca.store.add_peer(cb.identity.public, addr=peer)
+        code, out, err = tssb("sync", "--home", ha, "--peer", peer)
+        assert code == 0, err
+        assert "profile rateless" in out and "symbols sent" in out
+        code, out, err = tssb("sync", "--home", ha, "--peer", peer)   # nothing new: 0 new
+        assert code == 0 and "(0 new since the kept state)" in err
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(10)
+    assert ca.store.front(cb.identity.public)[0] == 1
+    assert cb.store.front(ca.identity.public)[0] == 3
