@@ -341,6 +341,13 @@ class SessionServer:
 
     async def start(self, host="127.0.0.1", port=DEFAULT_PORT):
         """Listen. Returns: the bound port (useful with port 0)."""
+        for modname in self.services.values():
+            # now, not at a peer's first stream: an import (numpy for the rateless SETU
+            # profile) holds the event loop for a tenth of a second or more
+            try:
+                importlib.import_module(modname)
+            except ImportError:
+                pass      # refused by name when a peer asks for it (_dispatch)
         self._server = await asyncio.start_server(self._handle, host, port)
         self.lag.start()
         return self.port
