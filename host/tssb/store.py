@@ -227,6 +227,10 @@ class Store:
     def has_feed(self, fid):
         return self._one("SELECT 1 FROM feeds WHERE fid=?", (bytes(fid),)) is not None
 
+    def recent_feeds(self):
+        """Feed IDs, most recently added first (the node's GOSET capacity policy)."""
+        return [r[0] for r in self._q("SELECT fid FROM feeds ORDER BY added_ts DESC, fid")]
+
     def front(self, fid):
         """Returns: (max_seq, mid of max_seq), or (0, FID[0:20]) for an empty feed.
 

@@ -28,7 +28,11 @@ class HostNode:
         self.events = events
         self.clock = clock or (lambda: int(time.monotonic() * 1000))
         ident = (identity.seed, identity.public) if identity is not None else None
-        self.node = Node(store, identity=ident, timing=timing,
+        # Any number of stored feeds: the GOSET holds the followed ones (goset_keys), then
+        # the most recent, up to its capacity policy; the rest stay dormant in the store.
+        follow = store.goset_keys() if hasattr(store, "goset_keys") else ()
+        feeds = store.recent_feeds() if hasattr(store, "recent_feeds") else None
+        self.node = Node(store, identity=ident, timing=timing, follow=follow, feeds=feeds,
                          log=self._log if events is not None else None)
         self.ports = []
         self.listeners = []   # function(port_name, direction, pkt, info) for `tssb listen`
