@@ -264,6 +264,11 @@ class Store:
         row = self._one("SELECT pkt FROM entries WHERE fid=? AND seq=?", (bytes(fid), seq))
         return None if row is None else row[0]
 
+    def mid(self, fid, seq):
+        """The message id of entry `seq`, or None if absent."""
+        row = self._one("SELECT mid FROM entries WHERE fid=? AND seq=?", (bytes(fid), seq))
+        return None if row is None else row[0]
+
     def put_chunk(self, fid, seq, cnr, chunk):
         """Store chunk `cnr` of entry `seq`'s side chain (must be the next one).
 
