@@ -10,6 +10,11 @@
               measured / bound, mean over seeds
   airtime     share of airtime spent on entries and chunks versus GOSET/WANT/CHNK in the
               bundled demo and random50 scenarios
+All of the above run our boards; the same cases with deployed-behaviour boards (the
+ESP32 GOSET algorithm and timers, `[deployed]` in a scenario) follow as *_deployed, and
+  mixed       the demo with every other board deployed: convergence and airtime
+  duty        the demo on EU868.a (1 % duty cycle) for an hour: each board's airtime
+              against the budget the firmware limiter enforces (never above it)
 """
 import json
 import math
@@ -18,6 +23,7 @@ import time
 from tinyssb import vectors
 from tinyssb.frames import add_crc
 from tssb.sim import Simulator, scenario, scenario_path
+from tssbfw import regions
 from tssbfw.airtime import plan_airtime_ms
 
 THROUGHPUT = ((10, 600), (50, 240), (200, 60))   # (boards, virtual seconds)
@@ -63,20 +69,25 @@ def _throughput_case(label, n, secs, mobility, base):
     return rate
 
 
-def latency(size, label):
+def latency(size, label, deployed=False):
     by_hop = {}
     bound_hop = None
     for seed in SEEDS:
-        sc = scenario.from_dict({
-            "name": "lat", "seed": seed, "region": "US915.a", "duration_s": 1800,
-            "topology": {"kind": "line", "nodes": LINE_NODES, "spacing_m": 200},
-            "radio": {"shadowing_sigma_db": 0.0},
-            "authors": {"nodes": [0]},
-            "posts": {"per_author": 1, "start_s": 60, "sizes": [size]}})
+        d = {"name": "lat", "seed": seed, "region": "US915.a", "duration_s": 1800,
+             "topology": {"kind": "line", "nodes": LINE_NODES, "spacing_m": 200},
+             "radio": {"shadowing_sigma_db": 0.0},
+             "authors": {"nodes": [0]},
+             "posts": {"per_author": 1, "start_s": 60, "sizes": [size]}}
+        if deployed:
+            d["deployed"] = {"nodes": list(range(LINE_NODES))}
+            label_ = label + "_deployed"
+        else:
+            label_ = label
+        sc = scenario.from_dict(d)
         sim = Simulator(sc)
         s = sim.run()
         if not s["converged"]:
-            emit(bench="sim", case="latency_%s" % label, seed=seed, converged=False)
+            emit(bench="sim", case="latency_%s" % label_, seed=seed, converged=False)
             continue
         post = sim.posts[0]
         hops = sim.hops(0)
@@ -85,6 +96,7 @@ def latency(size, label):
                 by_hop.setdefault(hops[i], []).append(t - post["t"])
         if bound_hop is None:
             bound_hop = _hop_bound(sim, post)
+    label = label + ("_deployed" if deployed else "")
     for h in sorted(by_hop):
         v = by_hop[h]
         mean = sum(v) / len(v)
@@ -108,11 +120,20 @@ def _hop_bound(sim, post):
     return air
 
 
-def airtime():
+def airtime(deployed=None, label=""):
     for name in ("demo", "random50"):
-        s = Simulator(scenario.load(scenario_path(name))).run()
+        sc = scenario.load(scenario_path(name))
+        if deployed == "all":
+            sc["deployed"] = list(range(sc["topology"]["nodes"]))
+        elif deployed == "alternate":
+            if name != "demo":
+                continue
+            sc["deployed"] = list(range(0, sc["topology"]["nodes"], 2))
+        s = Simulator(sc).run()
         sh = s["airtime_share"]
-        emit(bench="sim", case="airtime_%s" % name, nodes=s["nodes"], plan=s["plan"],
+        emit(bench="sim", case=("airtime_%s%s" % (name, label)) if deployed != "alternate"
+             else "mixed_demo", nodes=s["nodes"], plan=s["plan"],
+             deployed=len(sc.get("deployed", ())),
              converged=s["converged"], converge_s=(s["converge_ms"] or 0) / 1000,
              payload_share=round(s["payload_share"], 3),
              overhead_share=round(1 - s["payload_share"], 3),
@@ -120,11 +141,32 @@ def airtime():
              delivery_ratio=round(s["delivery"]["ratio"], 3))
 
 
+def duty():
+    """The firmware limiter is the only way to the radio: no board exceeds its budget."""
+    sc = scenario.load(scenario_path("demo"))
+    sc["plan"] = regions.plan("EU868.a")
+    sc["duration_ms"] = 3600 * 1000
+    sc["stop_when_converged"] = False
+    sim = Simulator(sc)
+    s = sim.run()
+    budget = sc["plan"]["limits"]["duty_permille"] * 3600 * 1000 // 1000
+    most = max(b.tx_airtime_ms for b in sim.boards)
+    emit(bench="sim", case="duty_eu868_demo_1h", plan="EU868.a", budget_ms=budget,
+         max_board_airtime_ms=most, within=most <= budget,
+         limited=s["sched"].get("limited", 0), refused=s["sched"].get("refused", 0),
+         converged=s["converged"])
+
+
 def main():
     throughput()
     latency(20, "short")
     latency(300, "long")
     airtime()
+    latency(20, "short", deployed=True)
+    latency(300, "long", deployed=True)
+    airtime("all", "_deployed")
+    airtime("alternate")
+    duty()
 
 
 if __name__ == "__main__":

@@ -162,8 +162,9 @@ class BlePort:
         self._advertise()
 
     def _queue(self):
+        # no idle slot wait: a phone's link is its own, nobody else's reply collides
         return Scheduler(lambda n: 0, _NoLimit(), self.fw.rand, OUT_QUEUE, OUT_GAP_MS,
-                         OUT_JITTER_MS)
+                         OUT_JITTER_MS, idle_slot_ms=0)
 
     # -- stack events (IRQ context: no waiting, small allocations only) -----------------
     def _irq(self, event, data):

@@ -4,9 +4,13 @@ Modelled on the deployed ESP32 scheduler (`LIB/sched.cpp`, tinyssb-wire.md 5.1):
 `MAX_QUEUE` frames wait, a frame identical to one already queued is dropped as a
 duplicate, and one frame goes out per slot, the next slot `GAP_MS + rand(JITTER_MS)`
 after the previous transmission ended (random jitter keeps neighbours that heard the same
-request from answering in lockstep). Each frame is also cleared with the region's
-transmit limiter first; when the limiter asks for a wait the frame stays queued and the
-slot moves to the end of the wait, so the node queues rather than breaks the law.
+request from answering in lockstep). The ESP32's slots tick whether or not anything
+waits, so a frame queued while idle waits for the next slot, a random part of one
+(rand(IDLE_SLOT_MS)): without that, neighbours that react to the same packet (an owed
+entry, a WANT brought forward) would all start at once and collide. Each frame is also
+cleared with the region's transmit limiter first; when the limiter asks for a wait the
+frame stays queued and the slot moves to the end of the wait, so the node queues rather
+than breaks the law.
 
 Time is passed in (`now_ms`); the class never reads a clock, so the host simulator
 drives it with a virtual one.
@@ -16,15 +20,17 @@ from tssbfw.limiter import TxRefused
 MAX_QUEUE = 10    # SCHED_MAX (LIB/sched.h)
 GAP_MS = 250      # 4 slots per second: 250 ms + rand(0..299) ms (LIB/sched.cpp:42)
 JITTER_MS = 300
+IDLE_SLOT_MS = GAP_MS + JITTER_MS // 2   # mean slot length: the wait for the next slot
 
 
 class Scheduler:
     def __init__(self, airtime_ms, limiter, rand, max_queue=MAX_QUEUE,
-                 gap_ms=GAP_MS, jitter_ms=JITTER_MS):
+                 gap_ms=GAP_MS, jitter_ms=JITTER_MS, idle_slot_ms=IDLE_SLOT_MS):
         """Args:
             airtime_ms: function(frame_length) -> ms on air (regions/airtime).
             limiter: a limiter.TxLimiter.
             rand: function(n) -> int in 0..n-1 (injected so runs can be reproduced).
+            idle_slot_ms: a frame queued while idle waits rand(idle_slot_ms) (0: none).
         """
         self._air = airtime_ms
         self._lim = limiter
@@ -32,8 +38,10 @@ class Scheduler:
         self.max_queue = max_queue
         self.gap = gap_ms
         self.jitter = jitter_ms
+        self.idle_slot = idle_slot_ms   # 0: a frame queued while idle goes at once
         self._q = []
         self._next = 0
+        self._fresh = False   # the queue filled up again after being empty
         self.counters = {"queued": 0, "sent": 0, "duplicate": 0, "queue_full": 0,
                          "refused": 0, "limited": 0}
         self.last_wait_ms = 0
@@ -54,14 +62,23 @@ class Scheduler:
         if len(self._q) >= self.max_queue:
             self.counters["queue_full"] += 1
             return "queue_full"
+        if not self._q:
+            self._fresh = True
         self._q.append(frame)
         self.counters["queued"] += 1
         return None
+
+    def _slot(self, now_ms):
+        if self._fresh:
+            self._fresh = False
+            if self._next <= now_ms:
+                self._next = now_ms + (self._rand(self.idle_slot) if self.idle_slot else 0)
 
     def due_in(self, now_ms):
         """Milliseconds until pop() may return a frame; None when the queue is empty."""
         if not self._q:
             return None
+        self._slot(now_ms)
         return max(0, self._next - now_ms)
 
     def pop(self, now_ms):
@@ -72,6 +89,7 @@ class Scheduler:
         slot is placed after its airtime plus the jittered gap. Frames the limiter
         refuses outright (dwell time, budget) are dropped and counted as 'refused'.
         """
+        self._slot(now_ms)
         while self._q:
             if now_ms < self._next:
                 return None

@@ -29,7 +29,7 @@ Classes:
   Decoder(codec, local, ...)           remote symbols in index order, batch by batch; peels;
                                        remote_keys / local_keys / done; bounded by limits;
                                        add_diff / known / residual / resolve for two-party
-                                       protocols
+                                       protocols; split_pairs for one-key-each-way symbols
 """
 from hashlib import sha256
 
@@ -151,6 +151,9 @@ class Encoder:
         self.counts = [0] * m
         self.n = 0
         self.keys = {} if keep_keys else None     # key -> seed
+        # key -> [first index >= m it maps to, PRNG state there, checksum]: extend()
+        # resumes each key's walk instead of hashing and walking it again from 0
+        self._walk = {}
 
     def _apply(self, item, seed, sign, lo, hi):
         cd = self.codec
@@ -162,13 +165,16 @@ class Encoder:
                 hotloops.xor_into_at(sums, last * sl, item)
                 counts[last] += sign
             last, x = next_index(last, x)
+        return last, x
 
     def add(self, key):
         item, seed = self.codec.item(key)
-        self._apply(item, seed, 1, 0, self.m)
+        last, x = self._apply(item, seed, 1, 0, self.m)
         self.n += 1
         if self.keys is not None:
-            self.keys[bytes(key)] = seed
+            key = bytes(key)
+            self.keys[key] = seed
+            self._walk[key] = [last, x, item[self.codec.key_len:]]
 
     def remove(self, key):
         item, seed = self.codec.item(key)
@@ -176,6 +182,7 @@ class Encoder:
         self.n -= 1
         if self.keys is not None:
             self.keys.pop(bytes(key), None)
+            self._walk.pop(bytes(key), None)
 
     def extend(self, m2):
         """Grow the prefix to m2 symbols (needs the keys)."""
@@ -190,8 +197,23 @@ class Encoder:
         self.counts.extend([0] * (m2 - lo))
         self.m = m2
         cd = self.codec
+        sl = cd.sum_len
+        sums, counts, walks = self.sums, self.counts, self._walk
         for key, seed in self.keys.items():
-            self._apply(key + key_hash(key)[4:4 + cd.chk_len], seed, 1, lo, m2)
+            w = walks.get(key)
+            if w is None:           # restored by from_bytes: walk from 0 once
+                chk = key_hash(key)[4:4 + cd.chk_len]
+                last, x = self._apply(key + chk, seed, 1, lo, m2)
+                walks[key] = [last, x, chk]
+                continue
+            last, x = w[0], w[1]
+            if last < m2:
+                item = key + w[2]
+                while last < m2:
+                    hotloops.xor_into_at(sums, last * sl, item)
+                    counts[last] += 1
+                    last, x = next_index(last, x)
+                w[0], w[1] = last, x
 
     def symbol(self, i):
         """(KEYSUM||CHKSUM bytes, count int) of symbol i (i < m)."""
@@ -284,6 +306,10 @@ class Decoder:
         self._found = set()
         self._pending = {}            # next index -> list of [item, seed, sign, last, x]
         self._nonzero = 0
+        self._dirty = set()           # symbols split_pairs has not looked at since change
+        self._at = {}                 # split_pairs: index -> local keys mapping there
+        self._walks = {}              # split_pairs: local key -> [next index, PRNG state]
+        self._items = {}              # split_pairs: local key -> key || checksum
 
     @property
     def done(self):
@@ -386,6 +412,7 @@ class Decoder:
             else:
                 self.counts.append(0)
             self.received = i + 1
+            self._dirty.add(i)
             if not self._zero(i):
                 self._nonzero += 1
             # keys decoded earlier that map here
@@ -408,6 +435,7 @@ class Decoder:
 
     def _peel_one(self, i, item, sign):
         """Remove a key (sign +1 remote, -1 local) from received symbol i."""
+        self._dirty.add(i)
         was_zero = self._zero(i)
         hotloops.xor_into_at(self.sums, i * self.codec.sum_len, item)
         self.counts[i] -= sign
@@ -475,3 +503,85 @@ class Decoder:
                 queue.append(last)
             last, x = next_index(last, x)
         self._park([item, seed, sign, last, x])
+
+    def split_pairs(self, budget=None):
+        """Decode received symbols 1.. that hold one remote and one local key (COUNT 0):
+        each local key of the prefix that maps there is tried as the local half, and the
+        pair is taken when the other half's checksum agrees and it maps there too. Needs
+        the local prefix's keys (an Encoder with keep_keys). Symbol 0 is left to the
+        caller (every local key maps there: a whole-set test it can do once). For small
+        two-sided differences this saves about a third of the symbols (5 + 5 keys:
+        16.5 -> 11 on average; 25 + 25: 74 -> 50). Only symbols received or changed since
+        the last call are tried, with each local key's index walk and checksum kept;
+        `budget` caps the local keys tried per call (one hash each), higher symbols first
+        (fewer keys map there, so a pair is likelier); the rest wait for the next call.
+        Returns the number of keys newly decoded."""
+        keys = getattr(self.local, "keys", None)
+        if not keys or not self.codec.count_len:
+            return 0
+        cd = self.codec
+        kl, sl = cd.key_len, cd.sum_len
+        n = self.received
+        at = self._pairs_index(keys, n)
+        before = len(self.remote_keys) + len(self.local_keys)
+        items = self._items
+        left = -1 if budget is None else budget
+        while self._dirty and left != 0:
+            dirty = sorted(self._dirty, reverse=True)
+            self._dirty = set()
+            queue = []
+            for j in range(len(dirty)):
+                i = dirty[j]
+                if i == 0 or i >= n or self.counts[i] != 0 or self._zero(i):
+                    continue
+                cands = at.get(i, ())
+                if 0 <= left < len(cands):
+                    for k in dirty[j:]:
+                        self._dirty.add(k)     # not tried yet: next call
+                    left = 0
+                    break
+                left -= len(cands) if left > 0 else 0
+                s = self.sums[i * sl:(i + 1) * sl]
+                for lk in cands:
+                    if lk in self._found:
+                        continue
+                    item = items.get(lk)
+                    if item is None:
+                        item = items[lk] = lk + key_hash(lk)[4:4 + cd.chk_len]
+                    rest = bytearray(s)
+                    hotloops.xor_into(rest, item)
+                    rk = bytes(rest[:kl])
+                    if rk in keys or rk in self._found or not cd.is_pure_sum(rest):
+                        continue
+                    if not self._maps_to(rk, i):
+                        continue
+                    self._take(lk, -1, item, keys[lk], queue)
+                    ritem, rseed = cd.item(rk)
+                    self._take(rk, 1, ritem, rseed, queue)
+                    break
+            self._peel(queue)
+        return len(self.remote_keys) + len(self.local_keys) - before
+
+    def _pairs_index(self, keys, n):
+        """index -> local keys mapping there, below n; walks kept to extend it later."""
+        at, walks = self._at, self._walks
+        for key, seed in keys.items():
+            w = walks.get(key)
+            if w is None:
+                w = walks[key] = [0, seed]
+            last, x = w
+            while last < n:
+                lst = at.get(last)
+                if lst is None:
+                    at[last] = [key]
+                else:
+                    lst.append(key)
+                last, x = next_index(last, x)
+            w[0], w[1] = last, x
+        return at
+
+    def _maps_to(self, key, i):
+        last, x = 0, self.codec.item(key)[1]
+        while last < i:
+            last, x = next_index(last, x)
+        return last == i

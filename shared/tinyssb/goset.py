@@ -9,17 +9,42 @@ Packets (DMX = SHA256("tinySSB-0.1 GOset 1")[0:7]):
     NOVELTY  DMX || 'n' || KEY(32)                                  40 bytes
 The seed text says 103 for CLAIM; every deployed node uses 105 (docs/interop.md).
 
-The algorithm is the deployed ESP32 one (tinyssb-wire.md section 4): receiving a claim
-adds its boundary keys and queues it as pending; every round the node sends its full
-claim, then works through pending claims smallest first, asking for help (re-claiming the
-region) where it has fewer or equal keys and helping (splitting the region, or sending a
-novelty once a region shrinks to one key) where it has more. Per-round budgets bound the
-traffic. Adding Android's shortcut: a CNT=3 claim whose LO and HI are adjacent here names
-the missing middle key (XOR ^ LO ^ HI).
+Two modes share the wire format and the set; they differ in policy:
+
+DEPLOYED is the deployed ESP32 algorithm (tinyssb-wire.md section 4), kept as it is so
+the simulator can run deployed-behaviour boards: receiving a claim adds its boundary keys
+and queues it as pending; every round the node works through pending claims smallest
+first, asking for help (re-claiming the region) where it has fewer or equal keys and
+helping (splitting the region, or sending a novelty once a region shrinks to one key)
+where it has more, within per-round budgets. Plus Android's shortcut: a CNT=3 claim whose
+LO and HI are adjacent here names the missing middle key (XOR ^ LO ^ HI). Every key is
+kept for good, and WANT/CHNK wait until no claim seen covers more keys than we hold.
+
+EXTENDED is what our nodes run. The packets are the same; what changes:
+  - Keys carry a trust class. PINNED: followed here, or an entry of the feed verified
+    here; never evicted. EXT: announced by one of our nodes (coded symbols, KEYS).
+    WIRE: from a CLAIM or NOVELTY, which anyone can send. When the set is full a new key
+    evicts the least trusted one (WIRE before EXT, then the one vouched for longest
+    ago); a WIRE key no claim vouched for within WIRE_AGE_MS, and an EXT key no entry
+    verified within EXT_AGE_MS, ages out (an aged EXT key is not taken again for as
+    long). So junk can neither fill the set for good nor push out feeds whose entries
+    verify. (A claim whose region agrees
+    with ours vouches for the WIRE keys in it again: a deployed neighbour that holds
+    them keeps them alive here.)
+  - A claim is not a gate: nothing like the deployed largest-claim span exists (one
+    claim with CNT 200 would stop WANT/CHNK for good). The node decides where to send
+    WANT/CHNK from what neighbours show they share (node.py).
+  - Claims are answered at once where the answer is exact. A region where we hold more
+    keys than the claim says, and the claimant's keys are a subset of ours: the keys it
+    lacks are the subset of ours whose XOR is the XOR difference (xorsolve), sent as
+    novelties. Only what is left goes through the deployed ask/help rounds, with larger
+    budgets and the rounds brought forward while work waits.
 """
 from tinyssb.aggregate import Aggregate
 from tinyssb.dmx import GOSET_DMX
 from tinyssb.errors import WireError
+from tinyssb.hotloops import xor_bytes, xor_into
+from tinyssb.xorsolve import XorBasis
 
 KEY_LEN = 32
 CLAIM_LEN = 105
@@ -28,12 +53,25 @@ CLAIM = 0x63    # 'c'
 NOVELTY = 0x6E  # 'n'
 ZAP = 0x7A      # 'z': ESP32 debug reset, ignored (unmaintained upstream)
 
+DEPLOYED = "deployed"
+EXTENDED = "extended"
+
 CAPACITY = 100        # deployed limit (LIB/goset.h, GOset.kt, goset.py); CNT is one byte: <= 255
 MAX_PENDING = 10      # pending claims kept (ESP32 MAX_PENDING)
 PENDING_KEEP = 5      # trimmed to this after each round (ESP32: MAX_PENDING - 5)
 ASK_PER_ROUND = 1     # ESP32
 HELP_PER_ROUND = 2    # ESP32 (Python 3)
-NOVELTY_QUEUE = 10    # queued novelties beyond the one sent per round
+NOVELTY_QUEUE = 10    # queued novelties beyond the one sent per round (deployed)
+
+# Extended mode.
+PINNED, EXT, WIRE = 0, 1, 2   # trust classes, most trusted first
+EXT_ASKS = 2          # asks per round: a deployed helper helps 2 pending claims a round
+EXT_HELPS = 4         # (our helps are mostly novelties, 40 B)
+ASK_AGAIN_MS = 6000   # a region is asked for again only after a deployed round (5-5.5 s)
+NOVELTY_BATCH = 8     # novelties per round; the board's send queue holds 10 frames
+WIRE_AGE_MS = 300000  # 5 min: longer than the slowest deployed dance measured (145 s)
+EXT_AGE_MS = 600000   # 10 min: an EXT key no entry verified by then goes (and stays out
+                      # as long): discovery is for feeds about to be replicated
 
 ZERO_KEY = bytes(KEY_LEN)
 
@@ -44,16 +82,34 @@ class GOSetFull(WireError):
 
 
 class GOSet:
-    def __init__(self, capacity=CAPACITY):
+    """Args:
+        capacity: most keys held (1..255).
+        mode: DEPLOYED or EXTENDED (see the module docstring).
+    """
+
+    def __init__(self, capacity=CAPACITY, mode=DEPLOYED):
         if not 1 <= capacity <= 255:
             raise ValueError("GOSET capacity must be 1..255 (CNT is one byte)")
+        if mode not in (DEPLOYED, EXTENDED):
+            raise ValueError("GOSET mode")
         self.capacity = capacity
+        self.mode = mode
         self.keys = []
+        self._xor = bytearray(KEY_LEN)
         self.state = bytes(KEY_LEN)
+        self.meta = {}          # key -> [trust class, ms learned or last vouched for,
+                                #         vouched: not WIRE, or a claim agreed with it]
         self.largest_claim_span = 0
         self.pending = []       # (cnt, lo, hi, xor) tuples
         self.novelties = []     # keys to announce
+        self.removed = []       # keys evicted or aged out; the node drains this list
         self.full_count = 0     # keys refused because the set is full
+        self.full_match_ms = None  # last claim that described exactly our whole set
+        self.solved = 0         # keys a neighbour lacked that a claim let us name
+        self._basis = None
+        self._asked = {}        # (lo, hi) -> ms of our last ask (extended)
+        self.shunned = {}       # EXT key -> ms it aged out: not taken again for EXT_AGE_MS
+        self.refused = 0        # keys refused for that
 
     # -- set operations --------------------------------------------------------------
 
@@ -63,8 +119,7 @@ class GOSet:
     def __contains__(self, key):
         return self.index(key) >= 0
 
-    def index(self, key):
-        """Index of key in the sorted set, or -1."""
+    def _pos(self, key):
         keys = self.keys
         lo, hi = 0, len(keys)
         while lo < hi:
@@ -73,48 +128,167 @@ class GOSet:
                 lo = mid + 1
             else:
                 hi = mid
-        return lo if lo < len(keys) and keys[lo] == key else -1
+        return lo
 
-    def add(self, key):
-        """Add a key; return True if it is new.
+    def index(self, key):
+        """Index of key in the sorted set, or -1."""
+        i = self._pos(key)
+        return i if i < len(self.keys) and self.keys[i] == key else -1
+
+    def trust(self, key):
+        m = self.meta.get(key)
+        return None if m is None else m[0]
+
+    def add(self, key, cls=PINNED, now=0):
+        """Add a key (or raise its trust class); return True if it is new.
 
         Raises:
-            WireError: bad_key (not 32 bytes or all zero); GOSetFull at capacity.
+            WireError: bad_key (not 32 bytes or all zero); GOSetFull when no key of equal
+            or lower trust can make room (deployed mode: at capacity).
         """
         key = bytes(key)
         if len(key) != KEY_LEN or key == ZERO_KEY:
             raise WireError("bad_key")
-        if self.index(key) >= 0:
+        m = self.meta.get(key)
+        if m is not None:
+            if cls < m[0]:
+                m[0] = cls
+                m[1] = now
+                m[2] = True
+            elif cls == WIRE == m[0]:
+                m[1] = now
             return False
+        if cls != PINNED and key in self.shunned:
+            if now - self.shunned[key] < EXT_AGE_MS:
+                self.refused += 1
+                return False
+            del self.shunned[key]
         if len(self.keys) >= self.capacity:
-            self.full_count += 1
-            raise GOSetFull()
-        keys = self.keys
-        i = 0
-        while i < len(keys) and keys[i] < key:
-            i += 1
-        keys.insert(i, key)
-        self.state = bytes(Aggregate.of(KEY_LEN, keys).xor)
-        if len(keys) >= self.largest_claim_span and len(self.novelties) < NOVELTY_QUEUE:
-            self.novelties.append(key)
+            victim = self._victim(cls)
+            if victim is None:
+                self.full_count += 1
+                raise GOSetFull()
+            self._remove(victim)
+        self.keys.insert(self._pos(key), key)
+        xor_into(self._xor, key)
+        self.state = bytes(self._xor)
+        self.meta[key] = [cls, now, cls != WIRE]
+        if self._basis is not None:
+            self._basis.add(key)       # O(n); a removal rebuilds (lazily)
+        if self.mode == DEPLOYED:
+            if len(self.keys) >= self.largest_claim_span and len(self.novelties) < NOVELTY_QUEUE:
+                self.novelties.append(key)
         return True
+
+    def _remove(self, key):
+        i = self.index(key)
+        if i < 0:
+            return
+        del self.keys[i]
+        xor_into(self._xor, key)
+        self.state = bytes(self._xor)
+        del self.meta[key]
+        self._basis = None
+        if key in self.novelties:
+            self.novelties.remove(key)
+        self.removed.append(key)
+
+    def discard(self, key):
+        """Drop a key whatever its class (the node's capacity policy)."""
+        self._remove(bytes(key))
+
+    def _victim(self, cls):
+        """The key a new key of class `cls` may push out, or None (extended mode only)."""
+        if self.mode == DEPLOYED:
+            return None
+        best, rank = None, None
+        for k, m in self.meta.items():
+            if m[0] == PINNED or m[0] < cls:
+                continue
+            r = (-m[0], m[1])   # least trusted first, then least recently vouched for
+            if rank is None or r < rank:
+                best, rank = k, r
+        return best
+
+    def pin(self, key):
+        """A key became trusted here (entry verified, or followed)."""
+        m = self.meta.get(bytes(key))
+        if m is not None and m[0] != PINNED:
+            m[0] = PINNED
+
+    def expire(self, now):
+        """Age out keys nobody vouched for (extended mode)."""
+        if self.mode == DEPLOYED:
+            return
+        old = []
+        for k, m in self.meta.items():
+            if (m[0] == WIRE and now - m[1] >= WIRE_AGE_MS) or (
+                    m[0] == EXT and now - m[1] >= EXT_AGE_MS):
+                old.append(k)
+        for k in old:
+            if self.meta[k][0] == EXT:
+                # our nodes announce EXT keys to each other: without this, a key nobody
+                # verifies would bounce between two nodes' sets for ever
+                if len(self.shunned) >= self.capacity:
+                    self.shunned.pop(next(iter(self.shunned)))
+                self.shunned[k] = now
+            self._remove(k)
+
+    def _corroborate(self, lo, hi, now):
+        meta = self.meta
+        for k in self.keys[lo:hi + 1]:
+            m = meta[k]
+            if m[0] == WIRE:
+                m[1] = now
+                m[2] = True
+
+    def vouched(self, key):
+        """Not a WIRE key only its sender vouches for. Extended mode never shows others
+        such a key (no novelty for it, never a boundary of our claims): junk that reached
+        us stops here, a deployed neighbour would keep it for good."""
+        m = self.meta.get(key)
+        return m is not None and (self.mode == DEPLOYED or m[0] != WIRE or m[2])
+
+    def _snap(self, lo, hi):
+        """The index range within lo..hi whose ends are vouched keys, or None."""
+        while lo <= hi and not self.vouched(self.keys[lo]):
+            lo += 1
+        while hi >= lo and not self.vouched(self.keys[hi]):
+            hi -= 1
+        return None if lo > hi else (lo, hi)
 
     def in_sync(self):
         """ESP32 gate for WANT/CHNK: no claim seen covers more keys than we hold."""
         return len(self.keys) >= self.largest_claim_span
 
+    def region(self, lo, hi):
+        return Aggregate.of(KEY_LEN, self.keys[lo:hi + 1])
+
+    def whole(self):
+        """(count, XOR) of the whole set."""
+        return len(self.keys), self.state
+
+    def solve(self, target, count):
+        """The `count` keys of ours whose XOR is `target`, or None (see xorsolve)."""
+        if self._basis is None:
+            self._basis = XorBasis(self.keys)
+        got = self._basis.solve(target)
+        if got is None or len(got) != count:
+            return None
+        return got
+
     # -- packets -----------------------------------------------------------------------
 
     def claim(self, lo, hi):
         """CLAIM packet for the local keys with indices lo..hi (inclusive)."""
-        agg = Aggregate.of(KEY_LEN, self.keys[lo:hi + 1])
+        agg = self.region(lo, hi)
         return (GOSET_DMX + bytes((CLAIM,)) + self.keys[lo] + self.keys[hi] + bytes(agg.xor)
                 + bytes((agg.count,)))
 
     def novelty(self, key):
         return GOSET_DMX + bytes((NOVELTY,)) + key
 
-    def on_packet(self, pkt):
+    def on_packet(self, pkt, now=0):
         """Process a GOSET packet; return the list of keys that became new.
 
         Raises:
@@ -127,51 +301,112 @@ class GOSet:
         if typ == NOVELTY:
             if len(pkt) != NOVELTY_LEN:
                 raise WireError("bad_goset_length")
-            return self._learn([pkt[8:40]])
+            return self.learn([pkt[8:40]], WIRE, now)
         if typ == CLAIM:
             if len(pkt) != CLAIM_LEN:
                 raise WireError("bad_goset_length")
-            return self._on_claim(bytes(pkt[8:40]), bytes(pkt[40:72]), bytes(pkt[72:104]), pkt[104])
+            return self._on_claim(bytes(pkt[8:40]), bytes(pkt[40:72]), bytes(pkt[72:104]),
+                                  pkt[104], now)
         if typ == ZAP:
             return []
         raise WireError("unknown_goset_type")
 
-    def _learn(self, keys):
+    def learn(self, keys, cls=WIRE, now=0):
+        """Add keys heard from the network; return the new ones (full: counted, dropped)."""
+        if self.mode == DEPLOYED:
+            cls = PINNED    # the deployed set only grows
         new = []
         for k in keys:
             k = bytes(k)
-            if k == ZERO_KEY:
+            if k == ZERO_KEY or len(k) != KEY_LEN:
                 continue
             try:
-                if self.add(k):
+                if self.add(k, cls, now):
                     new.append(k)
             except GOSetFull:
                 pass
         return new
 
-    def _on_claim(self, lo, hi, xor, cnt):
+    def _on_claim(self, lo, hi, xor, cnt, now):
         if lo == ZERO_KEY:
             return []  # ESP32 ignores such claims
         if cnt == 0 or hi < lo or (cnt == 1 and lo != hi) or (lo == hi and cnt != 1):
             raise WireError("bad_claim")
+        if self.mode == EXTENDED:
+            return self._on_claim_ext(lo, hi, xor, cnt, now)
         if cnt > self.largest_claim_span:
             self.largest_claim_span = cnt
         if cnt == len(self.keys) and xor == self.state:
             return []  # in sync
-        new = self._learn([lo, hi])
+        new = self.learn([lo, hi], PINNED, now)
         ilo, ihi = self.index(lo), self.index(hi)
         if cnt == 3 and ilo >= 0 and ihi == ilo + 1:
-            mid = bytearray(xor)
-            for k in (lo, hi):
-                for i in range(KEY_LEN):
-                    mid[i] ^= k[i]
-            mid = bytes(mid)
+            mid = xor_bytes(xor_bytes(xor, lo), hi)
             if lo < mid < hi:
-                return new + self._learn([mid])
-        c = (cnt, lo, hi, xor)
+                return new + self.learn([mid], PINNED, now)
+        self._keep((cnt, lo, hi, xor))
+        return new
+
+    def _keep(self, c):
         if c not in self.pending and len(self.pending) < MAX_PENDING:
             self.pending.append(c)
+
+    def _on_claim_ext(self, lo, hi, xor, cnt, now):
+        if cnt == len(self.keys) and xor == self.state:
+            self._corroborate(0, len(self.keys) - 1, now)
+            self.full_match_ms = now
+            return []
+        new = self.learn([lo, hi], WIRE, now)
+        if not self._answer(lo, hi, xor, cnt, now, new):
+            self._keep((cnt, lo, hi, xor))
         return new
+
+    def _answer(self, lo_key, hi_key, xor, cnt, now, new):
+        """Settle a claimed region exactly where one comparison can; True when settled.
+        Appends keys learned to `new`."""
+        lo, hi = self.index(lo_key), self.index(hi_key)
+        if lo < 0 or hi < 0 or lo > hi:
+            return True   # boundaries refused (set full of trusted keys): nothing to do
+        mine = self.region(lo, hi)
+        if mine.count == cnt and bytes(mine.xor) == xor:
+            self._corroborate(lo, hi, now)
+            return True
+        d = mine.count - cnt
+        if d > 0:
+            got = self.solve(xor_bytes(bytes(mine.xor), xor), d)
+            if got is not None and lo_key <= min(got) and max(got) <= hi_key:
+                self.solved += len(got)
+                self._announce(got)
+                return True
+        elif cnt == 3 and mine.count == 2:
+            # Android's shortcut, the only safe one: the claimant's three keys are the two
+            # boundaries we hold and one between. (With more keys, "one more key there" may
+            # be two more and one fewer, and the XOR difference a key nobody holds: such a
+            # key makes unequal sets look equal to every XOR comparison after it.)
+            k = xor_bytes(bytes(mine.xor), xor)
+            if lo_key < k < hi_key:
+                new.extend(self.learn([k], WIRE, now))
+                return True
+        return False
+
+    def _may_ask(self, lo, hi, now):
+        """Deployed mode: always (its rounds pace it). Extended: not again within
+        ASK_AGAIN_MS, as a deployed helper answers once per round."""
+        if self.mode == DEPLOYED:
+            return True
+        t = self._asked.get((lo, hi))
+        if t is not None and now - t < ASK_AGAIN_MS:
+            return False
+        if len(self._asked) >= MAX_PENDING:
+            self._asked = {}
+        self._asked[(lo, hi)] = now
+        return True
+
+    def _announce(self, keys):
+        q = self.novelties
+        for k in keys:
+            if k not in q and len(q) < self.capacity and self.vouched(k):
+                q.append(k)
 
     # -- rounds -------------------------------------------------------------------------
 
@@ -181,29 +416,50 @@ class GOSet:
         n = len(self.keys)
         if n == 0:
             return None
-        if n == 1:
-            return self.novelty(self.keys[0])
-        return self.claim(0, n - 1)
+        lo, hi = 0, n - 1
+        if self.mode == EXTENDED:
+            r = self._snap(lo, hi)
+            if r is None:
+                return None
+            lo, hi = r
+        if lo == hi:
+            return self.novelty(self.keys[lo])
+        return self.claim(lo, hi)
 
-    def round(self):
+    def busy(self):
+        """True while novelties wait for a round."""
+        return bool(self.novelties)
+
+    def round(self, now=0):
         """Work through pending claims and queued novelties; return packets to send."""
         out = []
-        if self.novelties:
+        ext = self.mode == EXTENDED
+        if ext:
+            self.expire(now)
+            batch = NOVELTY_BATCH
+        else:
+            batch = 1
+        while self.novelties and batch > 0:
             out.append(self.novelty(self.novelties.pop(0)))
-        asks = ASK_PER_ROUND
-        helps = HELP_PER_ROUND
+            batch -= 1
+        asks = EXT_ASKS if ext else ASK_PER_ROUND
+        helps = EXT_HELPS if ext else HELP_PER_ROUND
         keep = []
         self.pending.sort(key=lambda c: c[0])
         for c in self.pending:
             cnt, lo_key, hi_key, xor = c
+            if ext:
+                new = []
+                if self._answer(lo_key, hi_key, xor, cnt, now, new):
+                    continue
             lo, hi = self.index(lo_key), self.index(hi_key)
             if lo < 0 or hi < 0 or lo > hi:
                 continue
-            mine = Aggregate.of(KEY_LEN, self.keys[lo:hi + 1])
+            mine = self.region(lo, hi)
             if bytes(mine.xor) == xor and mine.count == cnt:
                 continue  # the region agrees now
             if mine.count <= cnt:
-                if asks > 0:
+                if asks > 0 and self._may_ask(lo_key, hi_key, now):
                     asks -= 1
                     out.append(self.claim(lo, hi))
                 if mine.count < cnt:
@@ -215,7 +471,9 @@ class GOSet:
             helps -= 1
             lo += 1  # both boundary keys are known to the claimant
             hi -= 1
-            if hi == lo:
+            if ext:
+                self._help_ext(lo, hi, out)
+            elif hi == lo:
                 out.append(self.novelty(self.keys[lo]))
             elif hi == lo + 1 or hi == lo + 2:
                 out.append(self.claim(lo, hi))
@@ -225,3 +483,20 @@ class GOSet:
                 out.append(self.claim(lo + sz, hi))
         self.pending = keep[:PENDING_KEEP]
         return out
+
+    def _help_ext(self, lo, hi, out):
+        """Help as deployed nodes do (a small region's keys, else its two halves), but
+        name only vouched keys and claim halves between vouched keys."""
+        if 0 <= hi - lo <= 2:
+            for k in self.keys[lo:hi + 1]:
+                if self.vouched(k):
+                    out.append(self.novelty(k))   # 40 B each rather than a claim
+            return
+        if hi < lo:
+            return
+        sz = (hi + 1 - lo) // 2
+        for a, b in ((lo, lo + sz - 1), (lo + sz, hi)):
+            r = self._snap(a, b)
+            if r is not None:
+                out.append(self.claim(r[0], r[1]) if r[0] < r[1]
+                           else self.novelty(self.keys[r[0]]))

@@ -4,6 +4,10 @@ A replica arms exactly one DMX, the one of entry max_seq + 1 (deployed nodes kee
 out-of-order buffer), and for each entry whose side chain is incomplete, the hash of the
 next missing chunk. Everything received is checked against these before it reaches the
 store; a reason is raised for anything else.
+
+A replica of a feed the store does not hold yet is provisional (persist=False): it arms
+entry 1 but writes nothing until that entry verifies, so feed IDs anyone can announce
+(GOSET novelties) never become rows in a store.
 """
 from tinyssb import entry
 from tinyssb.dmx import entry_dmx
@@ -23,15 +27,20 @@ class Chain:
 
 
 class Replica:
-    def __init__(self, store, fid, verify, max_chain=MAX_CHAIN_CHUNKS):
+    def __init__(self, store, fid, verify, max_chain=MAX_CHAIN_CHUNKS, persist=True):
         self.store = store
         self.fid = bytes(fid)
         self.verify = verify
         self.max_chain = max_chain
+        self.chains = {}  # seq -> Chain
+        self.stored = persist or store.has_feed(self.fid)
+        if not self.stored:
+            self.max_seq, self.prev = 0, self.fid[:entry.HASH_LEN]
+            self.next_dmx = entry_dmx(self.fid, 1, self.prev)
+            return
         store.add_feed(self.fid)
         self.max_seq, self.prev = store.front(self.fid)
         self.next_dmx = entry_dmx(self.fid, self.max_seq + 1, self.prev)
-        self.chains = {}  # seq -> Chain
         for seq in range(1, self.max_seq + 1):
             self._open_chain(seq, store.entry(self.fid, seq))
 
@@ -62,6 +71,9 @@ class Replica:
         """
         seq = self.max_seq + 1
         mid = entry.check(pkt, self.fid, seq, self.prev, self.verify)
+        if not self.stored:
+            self.store.add_feed(self.fid)
+            self.stored = True
         self.store.append(self.fid, seq, pkt, mid)
         self.max_seq = seq
         self.prev = mid
@@ -97,6 +109,9 @@ class Replica:
 
     def append_local(self, pkt, mid, chunks):
         """Append an entry this node authored (already signed, with its whole chain)."""
+        if not self.stored:
+            self.store.add_feed(self.fid)
+            self.stored = True
         seq = self.max_seq + 1
         self.store.append(self.fid, seq, pkt, mid)
         for i, c in enumerate(chunks):

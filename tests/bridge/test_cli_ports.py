@@ -58,3 +58,30 @@ def test_event_sink_validates(tmp_path):
     # uptime-only stamps (board not yet given TIME) get the host's clock; real ones stay
     assert [l["ts"] for l in lines] == [1700000000000, 1700000000000, 1600000000000]
     assert s.bad == 2
+
+
+def test_post_and_host_node_with_more_feeds_than_the_goset_holds(tmp_path, capsys):
+    # An ordinary sync can bring more feeds than a GOSET holds (100); the host node must
+    # still start: its GOSET holds the followed and the most recent ones (issue 15).
+    from tssb.bridge.hostnode import HostNode
+    from tssb.context import Context
+    from tinyssb.goset import CAPACITY
+    home = str(tmp_path)
+    assert _run(["post", "--home", home, "first"], capsys)[0] == 0
+    ctx = Context.open(home)
+    fids = [bytes([i // 256, i % 256]) + bytes(30) for i in range(1, 151)]
+    for f in fids:
+        ctx.store.add_feed(f)
+        ctx.store.append(f, 1, bytes(120), bytes(20))
+    ctx.store.add_goset_key(fids[0])      # followed: in the set whatever its age
+    ctx.close()
+    code, out = _run(["post", "--home", home, "second"], capsys)
+    assert code == 0 and "seq 2" in out
+    ctx = Context.open(home)
+    try:
+        h = HostNode(ctx.store, ctx.identity, None)
+        g = h.node.goset
+        assert len(g) <= CAPACITY and ctx.identity.public in g and fids[0] in g
+        assert len(ctx.store.feeds()) == 151
+    finally:
+        ctx.close()

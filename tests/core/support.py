@@ -31,6 +31,13 @@ class Rand:
     def bytes(self, n):
         return bytes(self.next() & 0xFF for _ in range(n))
 
+    def key(self):
+        """A 32-byte key. Unlike bytes(32), keys from this are not linear in the
+        generator's 32-bit state (xorshift is linear over GF(2): its outputs span at most
+        32 dimensions, and XOR-based set algebra would see dependent keys)."""
+        from hashlib import sha256
+        return sha256(self.bytes(8)).digest()
+
 
 FAST = {"claim": (100, 2000, 0), "goset": (200, 500, 100),
         "want": (300, 400, 100), "chnk": (400, 400, 100)}

@@ -232,3 +232,48 @@ def test_resolve_a_key_found_elsewhere_unblocks_peeling():
     assert dec.resolve(b, -1) == 2
     assert dec.done and dec.remote_keys == [a] and dec.local_keys == [b]
     assert dec.resolve(b, -1) == 0
+
+
+def _two_sided(seed, n, d, split):
+    """Symbols decoded until done, three at a time, for sets of n keys with d keys only on
+    each side; checks what was decoded."""
+    cd = CS.Codec(32, 3, 1)
+    r = Rand(seed)
+    common = [r.bytes(32) for _ in range(n - d)]
+    only_a = [r.bytes(32) for _ in range(d)]
+    only_b = [r.bytes(32) for _ in range(d)]
+    A, B = CS.Encoder(cd, 0), CS.Encoder(cd, 0)
+    for k in common + only_a:
+        A.add(k)
+    for k in common + only_b:
+        B.add(k)
+    dec = CS.Decoder(cd, B, 300, 100)
+    m = 0
+    while not dec.done:
+        A.extend(m + 3)
+        dec.add(m, A.encode(m, m + 3))
+        m += 3
+        if split and not dec.done:
+            dec.split_pairs()
+        assert m < 300
+    assert sorted(dec.remote_keys) == sorted(only_a)
+    assert sorted(dec.local_keys) == sorted(only_b)
+    return m
+
+
+def test_split_pairs_decodes_one_key_each_way_with_fewer_symbols():
+    plain = split = 0
+    for seed in range(1, 9):
+        plain += _two_sided(seed, 40, 4, False)
+        split += _two_sided(seed, 40, 4, True)
+    assert split < plain * 0.85, (split, plain)
+    # one key each way sits in symbol 0 itself: three symbols suffice
+    assert _two_sided(99, 30, 1, True) == 3
+
+
+def test_split_pairs_needs_the_local_keys():
+    cd = CS.Codec(32, 3, 1)
+    local = CS.Encoder(cd, 4, keep_keys=False)
+    dec = CS.Decoder(cd, local, 10, 10)
+    dec.add(0, CS.Encoder(cd, 4).encode(0, 4))
+    assert dec.split_pairs() == 0

@@ -88,5 +88,19 @@ def test_refused_frame_is_dropped_not_blocking():
     s._air = lambda n: 500 if n == 100 else 50   # pretend the first frame is 500 ms
     s.push(b"\x01" * 100)
     s.push(b"\x02" * 40)
-    assert s.pop(0) == b"\x02" * 40
+    assert s.pop(s.due_in(0)) == b"\x02" * 40
     assert s.counters["refused"] == 1
+
+
+def test_a_frame_queued_while_idle_waits_for_a_random_slot():
+    # Slots tick while idle (ESP32): boards reacting to the same packet do not start at
+    # the same instant.
+    from tssbfw.scheduler import IDLE_SLOT_MS
+    waits = set()
+    for seed in range(20):
+        s = make(seed=seed)
+        s.push(frame(1))
+        d = s.due_in(100000)
+        assert 0 <= d < IDLE_SLOT_MS and s.pop(100000 + d) == frame(1)
+        waits.add(d)
+    assert len(waits) > 10

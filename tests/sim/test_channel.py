@@ -221,7 +221,9 @@ def test_board_still_powered_off_neither_receives_nor_transmits():
         "stop_when_converged": False, "boot_spread_s": 20,
         "topology": {"kind": "positions", "positions": [[0, 0], [100, 0], [200, 0]]},
         "radio": {"shadowing_sigma_db": 0.0}, "authors": {"nodes": [0]},
-        "posts": {"per_author": 0, "start_s": 20}})
+        "posts": {"per_author": 0, "start_s": 20},
+        # deployed behaviour: its claims every 5 s keep the air busy (ours stays quiet)
+        "deployed": {"nodes": [0, 1, 2]}})
     sim = Simulator(sc, trace=True)
     boot = sim.boot_ms
     assert len(set(boot)) == 3 and all(0 <= t < 20000 for t in boot)

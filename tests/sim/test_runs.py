@@ -42,6 +42,29 @@ def test_side_chained_post_arrives_with_all_its_chunks():
         assert b.store.chunk_count(fid, long_post["seq"]) == long_post["chunks"]
 
 
+@pytest.mark.parametrize("deployed", ["none", "middle", "all", "alternate"])
+def test_mixed_meshes_converge(deployed):
+    # deployed-behaviour boards (the ESP32 GOSET algorithm and timers) next to ours
+    sc = scenario.load(scenario_path("small" if deployed != "alternate" else "demo"))
+    n = sc["topology"]["nodes"]
+    sc["deployed"] = {"none": [], "middle": [1, 2], "all": list(range(n)),
+                      "alternate": list(range(0, n, 2))}[deployed]
+    sim = Simulator(sc)
+    s = sim.run()
+    assert s["converged"] and sim.converged()
+    feeds = set(bytes.fromhex(p["feed"]) for p in sim.posts)
+    for b in sim.boards:
+        c = b.node.counters
+        assert c.get("drop_internal_error", 0) == 0
+        assert set(b.node.goset.keys) == feeds       # no key nobody announced
+        if b.deployed:
+            # extension packets are unknown to it and ignored; nothing of ours is misread
+            assert not [k for k in c if k.startswith("drop_") and k != "drop_unknown_dmx"]
+            assert b.node.ext is None
+    if deployed == "all":
+        assert not any(k in s["by_kind"] for k in ("beacon", "reply", "symbols", "keys"))
+
+
 def test_demo_scenario_converges():
     sim = Simulator(scenario.load(scenario_path("demo")))
     s = sim.run()

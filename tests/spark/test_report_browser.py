@@ -10,7 +10,7 @@ import pytest
 from test_report_cli import PNG_MAGIC, _mesh
 from tssb_spark import report
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = os.environ.get("TSSB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def _chromium(*args):

@@ -28,10 +28,15 @@ class HostNode:
         self.events = events
         self.clock = clock or (lambda: int(time.monotonic() * 1000))
         ident = (identity.seed, identity.public) if identity is not None else None
-        self.node = Node(store, identity=ident, timing=timing,
+        # Any number of stored feeds: the GOSET holds the followed ones (goset_keys), then
+        # the most recent, up to its capacity policy; the rest stay dormant in the store.
+        follow = store.goset_keys() if hasattr(store, "goset_keys") else ()
+        feeds = store.recent_feeds() if hasattr(store, "recent_feeds") else None
+        self.node = Node(store, identity=ident, timing=timing, follow=follow, feeds=feeds,
                          log=self._log if events is not None else None)
         self.ports = []
-        self.listeners = []   # function(port_name, direction, pkt, info) for `tssb listen`
+        self.listeners = []   # function(port_name, direction, pkt, info), before the node
+        self.watchers = []    # function(port_name, pkt, info), after the node handled it
         self.stats = {"rx": 0, "tx": 0}
         self._wake = None
 
@@ -56,7 +61,10 @@ class HostNode:
         name = getattr(port, "name", "?")
         for f in self.listeners:
             f(name, "rx", pkt, info)
-        for p in self.node.on_packet(pkt, self.clock()):
+        replies = self.node.on_packet(pkt, self.clock())
+        for f in self.watchers:
+            f(name, pkt, info)
+        for p in replies:
             self.broadcast(p)
 
     def broadcast(self, pkt):

@@ -80,7 +80,7 @@ def attach_board(h, ctx, resolve, on_event, baud=BAUD, on_state=None):
 
 async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_udp=False,
               udp_iface="0.0.0.0", udp_port=udp.PORT, duration=None, say=print, ble=(),
-              ble_factory=None):
+              ble_factory=None, web=None):
     """Run the bridge.
 
     Args:
@@ -93,6 +93,9 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
         say: progress output.
         ble: Bluetooth addresses of boards to keep connected to (bleak);
             ble_factory: a BleakClient stand-in (tests).
+        web: a view started once the ports are up and closed at the end
+            (tssb.web.view.WebView): object with async start(hostnode, board_port,
+            serial_link) and async close().
     Returns:
         dict of final counters.
     """
@@ -118,6 +121,8 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
         say("udp multicast %s:%d on %s" % (udp.GROUP, udp_port, udp_iface))
     start = time.monotonic()
     try:
+        if web is not None:
+            await web.start(h, port, sl)
         while duration is None or time.monotonic() - start < duration:
             left = STATUS_EVERY_S if duration is None else min(
                 STATUS_EVERY_S, duration - (time.monotonic() - start))
@@ -132,6 +137,8 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
             sl.stop()
         if server is not None:
             server.close()
+        if web is not None:
+            await web.close()
     out = dict(h.stats)
     out["feeds"] = len(ctx.store.feeds())
     out["board_events"] = sink.written

@@ -7,6 +7,7 @@ which kind of packet (claim, novelty, want, chnk, entry, chunk) each outgoing pa
 kind for the frames it queued, so airtime can be charged per kind when a frame is sent.
 """
 from tinyssb.eventlog import VIRTUAL_EPOCH_MS
+from tinyssb.goset import DEPLOYED, EXTENDED
 from tinyssb.node import Node
 from tinyssb.store import MemStore
 from tssbfw import corelink
@@ -97,10 +98,11 @@ class Board:
         identity: (seed, public) when this board posts, else None.
         hook: function(index, event, fields) the simulator observes events with.
         sink: function(line) for JSONL lines, or None for no log.
+        deployed: run the deployed tinySSB behaviour (goset.DEPLOYED) instead of ours.
     """
 
     def __init__(self, index, name, plan, clock, rand, identity=None, hook=None, sink=None,
-                 run="sim"):
+                 run="sim", deployed=False):
         dev = None
         if sink is not None:
             dev = DeviceEvents(name, clock, sink, run=run)
@@ -110,10 +112,12 @@ class Board:
         self.identity = identity   # kept so the board can boot again (tssb.sim.usb)
         self.events = _Events(index, hook or _ignore, dev)
         self.store = MemStore()
+        self.deployed = deployed
+        mode = DEPLOYED if deployed else EXTENDED
         self.link = corelink.NodeLink(
             self.store, identity, self.events, rand,
             node_factory=lambda st, ident, log, r: _KindNode(st, identity=ident, rand=r,
-                                                             log=log))
+                                                             log=log, mode=mode))
         self.fw = _SimFirmware(plan, self.link, None, clock, self.events, rand=rand)
         self.node = self.link.node
         self.tx_end = 0      # end of the current transmission (ms); half-duplex

@@ -31,7 +31,8 @@ from tssb.sim.scenario import check_area
 from tssbfw.airtime import plan_airtime_ms
 
 TX_END, POST, WAKE, INJECT = 0, 1, 2, 3   # at the same ms: ends before starts
-KINDS = ("claim", "novelty", "want", "chnk", "entry", "chunk", "other")
+KINDS = ("claim", "novelty", "want", "chnk", "entry", "chunk",
+         "beacon", "reply", "symbols", "request", "keys", "other")   # the last five: gosetx
 PAYLOAD_KINDS = ("entry", "chunk")
 
 
@@ -101,7 +102,8 @@ class Simulator:
                 sink = lambda line, f=f: f.write(line + "\n")
             self.boards.append(Board(i, name, self.plan, self.clock,
                                      lambda k, r=r: r.randrange(k) if k > 1 else 0,
-                                     ident, self._on_event, sink, run="sim%d" % seed))
+                                     ident, self._on_event, sink, run="sim%d" % seed,
+                                     deployed=i in scenario.get("deployed", ())))
         # statistics
         self.by_kind = {k: {"frames": 0, "bytes": 0, "airtime_ms": 0} for k in KINDS}
         self.attempts = 0

@@ -29,6 +29,10 @@
     interval_s = 20
     sizes = [16, 40, 180, 700]    # content bytes, used in turn; > 48 makes a side chain
 
+    [deployed]                    # optional: boards running the deployed tinySSB
+    nodes = [3, 7]                # behaviour (ESP32 GOSET algorithm and timers, no
+                                  # extension); the others run ours (default: none)
+
     [mobility]                    # optional; nothing moves unless model is set
     model = "random_waypoint"     # none (default) | random_waypoint
     nodes = [6]                   # the boards that move (default: all)
@@ -53,7 +57,7 @@ MIN_CROSSING_S = 1.0            # speed_max / area side: at most about one waypo
                                 # per node per virtual second, fewer than a board's frames
 
 _TOP = {"name", "seed", "region", "duration_s", "stop_when_converged", "boot_spread_s",
-        "topology", "radio", "authors", "posts", "mobility"}
+        "topology", "radio", "authors", "posts", "mobility", "deployed"}
 _RADIO = {"d0_m": phy.D0_M, "pl_d0_db": phy.PL_D0_DB,
           "path_loss_exponent": phy.PATH_LOSS_EXPONENT,
           "shadowing_sigma_db": phy.SHADOWING_SIGMA_DB, "capture_db": phy.CAPTURE_DB,
@@ -88,7 +92,8 @@ def from_dict(d):
         dict with name, seed, plan (the region plan dict), duration_ms,
         stop_when_converged, topology (dict), radio (dict), authors (list of int),
         posts (dict), mobility (dict: model, nodes (list, or None for all), speed_min_mps,
-        speed_max_mps, pause_s, margin_m, area ((x0, y0, x1, y1) or None)).
+        speed_max_mps, pause_s, margin_m, area ((x0, y0, x1, y1) or None)),
+        deployed (list of int: boards with deployed behaviour).
     Raises:
         ScenarioError: unknown key, wrong type or value out of range.
     """
@@ -128,7 +133,19 @@ def from_dict(d):
                             "boot_spread_s")
     out["boot_spread_ms"] = int(spread * 1000)
     out["mobility"] = _mobility(_table(d, "mobility"), n)
+    dep = _table(d, "deployed")
+    _no_unknown(dep, {"nodes"}, "deployed.")
+    out["deployed"] = _indices(dep.get("nodes", []), n, "deployed.nodes")
     return out
+
+
+def _indices(v, n, where):
+    if not isinstance(v, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n for i in v):
+        raise ScenarioError("must be a list of node indices 0..%d" % (n - 1), where)
+    if len(set(v)) != len(v):
+        raise ScenarioError("duplicate node index", where)
+    return list(v)
 
 
 def _topology(t):
