@@ -25,8 +25,11 @@ class EventSink:
     board whose clock was not yet set (no "ts", or uptime-only) are stamped with `clock`.
     """
 
-    def __init__(self, path, clock=None):
-        self.path = path
+    def __init__(self, target, clock=None):
+        """Args: target: the host's event log (tssb.context.EventLog: rotation, locking)
+        or a file path; clock: function() -> Unix ms for unstamped lines."""
+        self.path = getattr(target, "path", target)
+        self._write_line = getattr(target, "write_line", None)
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.written = 0
         self.bad = 0
@@ -45,9 +48,12 @@ class EventSink:
         if not isinstance(ts, int) or ts < SYNCED_TS_MS:
             rec["ts"] = int(self.clock())
             line = json.dumps(rec)
-        with self._lock:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(line + "\n")
+        if self._write_line is not None:
+            self._write_line(line)
+        else:
+            with self._lock:
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(line + "\n")
         self.written += 1
 
 
@@ -99,7 +105,7 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
     h = HostNode(ctx.store, ctx.identity, ctx.events)
     tasks = [asyncio.ensure_future(h.run())]
     sl = port = server = None
-    sink = EventSink(ctx.events.path, ctx.events.clock)
+    sink = EventSink(ctx.events, ctx.events.clock)
     if resolve is not None:
         port, sl = attach_board(h, ctx, resolve, sink, baud, _dedup(say))
     if ws_listen is not None:

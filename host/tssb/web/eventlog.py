@@ -1,4 +1,4 @@
-"""Following the host's JSONL event log (`<home>/logs/events.jsonl`) like `tail -f`.
+"""Following the host's JSONL event log (`<home>/logs/events.jsonl.live`) like `tail -f`.
 
 Other processes on the same home write there: `tssb sync` / `tssb serve` their
 sync_start / sync_done lines, a `tssb bridge` in another process its board's rx / tx /
