@@ -71,8 +71,8 @@ MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up ("symbols nev
 SEARCH_MAX_TESTS = 1 << 22    # checksum tests per operation's own-key searches (~0.6 us each
                               # in CPython; at n = 10^6 a search near its limit, ~0.93
                               # symbols per difference, needed up to 2.9 x 10^6)
-SEARCH_MAX_SECONDS = 2.0      # ... and wall time (checked between passes of <= 2^18 tests):
-                              # the event loop waits for it (docs/setu.md)
+SEARCH_MAX_SECONDS = 2.0      # ... and wall time (checked between passes of <= 2^18 tests;
+                              # the driver runs RL messages in the session's worker thread)
 SEARCH_CHUNKS = 16            # a pass tests at most 1/16 of the budget, the symbols that
 SEARCH_MIN_CHUNK = 4096       # changed first (each resolve peels on), then untested ones
 SEARCH_MAX_PASSES = 96        # passes in all
