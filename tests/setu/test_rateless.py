@@ -92,7 +92,7 @@ def test_round_trips_counted_by_both_ends():
 
 
 def test_own_keys_free_a_stalled_first_flight():
-    # Find sets whose first 18 symbols stall the plain peeling; the responder's search of its
+    # Find sets whose first symbols stall the plain peeling; the responder's search of its
     # own keys must then finish the decode in the first flight.
     for seed in range(60):
         A, B = make_sets(400, 5, 5, seed=seed)
