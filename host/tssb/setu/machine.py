@@ -109,6 +109,9 @@ class Config:
             extended on demand.
         rl_max_symbols: rateless: most symbols streamed or accepted in one operation.
         rl_max_more: rateless: extra exchanges after an undershoot before giving up.
+        rl_search_tests: rateless: checksum tests one operation spends searching its own
+            keys when peeling stalls (rateless.own_key_search).
+        rl_search_s: rateless: wall time after which that search stops (between passes).
     """
 
     def __init__(self, profile_id=C.PROFILE_TSSB2,
@@ -118,7 +121,8 @@ class Config:
                  pad_counters=False, compress_se=True, max_role_swaps=C.MAX_ROLE_SWAPS,
                  rl_first_symbols=RL.FIRST_SYMBOLS, rl_first_symbols_max=256,
                  rl_prefix=None, rl_max_symbols=RL.MAX_RL_SYMBOLS,
-                 rl_max_more=RL.MAX_MORE_ROUNDS):
+                 rl_max_more=RL.MAX_MORE_ROUNDS, rl_search_tests=RL.SEARCH_MAX_TESTS,
+                 rl_search_s=RL.SEARCH_MAX_SECONDS):
         if force not in (None, "full", "differential"):
             raise ValueError("force must be None, 'full' or 'differential'")
         self.profile_id = profile_id
@@ -138,6 +142,8 @@ class Config:
         self.rl_prefix = rl_prefix
         self.rl_max_symbols = rl_max_symbols
         self.rl_max_more = rl_max_more
+        self.rl_search_tests = rl_search_tests
+        self.rl_search_s = rl_search_s
 
 
 def _xor_hashes(hs):
