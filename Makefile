@@ -6,7 +6,7 @@ MPY    := $(VENV)/bin/micropython
 STAMP  := $(VENV)/.installed-stamp
 OUT    ?= out
 
-.PHONY: setup test test-py test-mpy check-mpy demo bench spark firmware flash clean
+.PHONY: setup browser test test-py test-mpy check-mpy demo bench spark firmware flash clean
 
 setup: $(STAMP)
 
@@ -15,7 +15,19 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
-test: setup test-py test-mpy check-mpy
+test: setup browser test-py test-mpy check-mpy
+
+# Debian's Chromium (and its driver) for the browser tests and tools/bench_web.py; the
+# Python side (playwright) drives this system browser. Installed when missing and we are
+# root; elsewhere one line says what to install and those tests skip (they fail in CI).
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "== installing chromium chromium-driver (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else \
+	  echo "browser tests will skip: install Chromium (Debian/Ubuntu: sudo apt-get install chromium chromium-driver) or set TSSB_CHROMIUM to a Chromium binary"; \
+	fi
 
 # Every suite under CPython (core, host, firmware, sessions, setu, ...). One pytest run per
 # folder: suites are independent and may reuse module names (test_vectors.py, test_sync.py).
@@ -37,7 +49,7 @@ check-mpy: setup
 demo: setup
 	$(PY) -m tssb demo --out $(OUT)/demo
 
-bench: setup
+bench: setup browser
 	$(PY) tools/bench.py
 	$(MPY) tools/bench_mpy.py
 	$(MPY) tools/bench_codedsym.py

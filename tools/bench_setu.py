@@ -10,8 +10,13 @@ Only the sync itself is timed (`sync_s`). `bytes_total` is every byte both ways,
 included; `ratio_32d` = bytes_total / (32 d). An `upkeep` line per size gives the amortised
 cost of appending elements to a set with the rateless state (hash, key index, prefix batch).
 
+`--spread uniform` places the differing elements at random positions of the key order the
+rateless state keeps (as if they had been inserted at random times before the state was
+built) instead of last, so that no search can profit from newest-first order.
+
 Usage: python tools/bench_setu.py [--profile rateless] [--sizes 10000,100000,1000000]
        [--diffs 1,10,100,1000] [--gnunet-max 100000] [--tssb2-max 1000000] [--seed 1]
+       [--spread last|uniform]
 The profile named by --profile runs first; the tssb2 and gnunet rows follow for comparison.
 """
 import argparse
@@ -90,6 +95,20 @@ def build_state(eset, name, n):
         eset.ibf(Tssb2Profile, 48, 0)   # builds the tssb2 base IBF
 
 
+def spread_uniform(eset, k, rnd):
+    """Move the last k keys of the rateless state's key order to random positions."""
+    import numpy as np
+    rl = eset._rl
+    rl.flush()
+    n = len(rl._items)
+    if not k or k >= n:
+        return
+    head, tail = slice(0, n - k), slice(n - k, n)
+    at = np.sort(np.array([rnd.randrange(n - k + 1) for _ in range(k)]))
+    rl._items = np.insert(rl._items[head], at, rl._items[tail])
+    rl._seeds = np.insert(rl._seeds[head], at, rl._seeds[tail])
+
+
 def upkeep(common, n, rnd):
     """Amortised cost of appending to a set that keeps only the rateless state: hash, key
     index, queued key, one batched prefix update for all appended elements."""
@@ -120,11 +139,15 @@ def main(argv=None):
     p.add_argument("--tssb2-max", type=int, default=10 ** 6,
                    help="largest set size also run with the tssb2 profile")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--spread", default="last", choices=("last", "uniform"),
+                   help="where the differing elements sit in the kept key order: appended "
+                        "last (as in an append-only store) or at random positions")
     args = p.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     diffs = [int(x) for x in args.diffs.split(",")]
     order = [args.profile] + [q for q in ("tssb2", "gnunet") if q != args.profile]
     rnd = random.Random(args.seed)
+    spread_rnd = random.Random(args.seed + 10 ** 6)   # the same sets for both placements
     for n in sizes:
         t0 = time.perf_counter()
         common = ElementSet()
@@ -154,6 +177,9 @@ def main(argv=None):
                     (A if i % 2 else B).add(e)
                 build_state(A, q, n)
                 build_state(B, q, n)
+                if q == "rateless" and args.spread == "uniform":
+                    spread_uniform(A, d // 2, spread_rnd)
+                    spread_uniform(B, d - d // 2, spread_rnd)
                 a = Reconciler(A, True, Config(profile_id=PROFILE_IDS[q]))
                 b = Reconciler(B, False, Config())
                 t1 = time.perf_counter()
@@ -169,7 +195,7 @@ def main(argv=None):
                 naive = 8 * (n + d // 2) + 8 * d  # all IDs one way, the missing IDs back
                 row = {
                     "bench": "setu", "case": "%s n=%d d=%d" % (q, n, d),
-                    "profile": q, "n": n, "d": d, "mode": a.stats["mode"],
+                    "profile": q, "n": n, "d": d, "mode": a.stats["mode"], "spread": args.spread,
                     "bytes_total": total, "round_trips": (depth + 1) // 2,
                     "ratio_32d": round(total / (ELEMENT_SIZE * d), 2) if d else None,
                     "state_s": round(state_s[q], 2), "sync_s": round(wall, 3),
@@ -190,7 +216,9 @@ def main(argv=None):
                                fallback=a.stats["fallback"] or b.stats["fallback"],
                                prefix_extended=a.stats["prefix_extended"]
                                or b.stats["prefix_extended"],
-                               more_rounds=a.stats["more_rounds"])
+                               more_rounds=a.stats["more_rounds"],
+                               searched=a.stats["assisted"] + b.stats["assisted"],
+                               search_tests=a.stats["search_tests"] + b.stats["search_tests"])
                 print(json.dumps(row), flush=True)
                 del A, B
 

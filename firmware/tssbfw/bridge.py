@@ -126,7 +126,8 @@ class SerialBridge(NullBridge):
 
     def on_radio_rx(self, pkt, rx):
         try:
-            self._send(link.rx(pkt, _signal(rx, "rssi"), _signal(rx, "snr", 4)))
+            # the driver's RxPacket.snr is already in quarter dB, the link's unit
+            self._send(link.rx(pkt, _signal(rx, "rssi"), _signal(rx, "snr")))
         except link.LinkError:
             pass
 

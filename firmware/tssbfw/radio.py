@@ -14,6 +14,7 @@ counts everything else by reason.
 from binascii import hexlify
 
 from tinyssb.errors import WireError
+from tinyssb.eventlog import packet_id
 from tinyssb.frames import strip_crc
 from tssbfw.airtime import plan_airtime_ms
 from tssbfw.regions import lora_cfg
@@ -119,10 +120,12 @@ class RadioPort:
         self.counters["rx_bytes"] += n
         if self.events is not None:
             snr = getattr(rx, "snr", None)
+            # src: the sender, known only where the channel says (the simulator's frames)
             self.events.emit("rx", dmx=hexlify(pkt[:7]).decode(), kind=kind_of(pkt),
                              length=n, rssi=getattr(rx, "rssi", None),
                              snr=None if snr is None else snr / 4,
-                             airtime_ms=plan_airtime_ms(self.plan, n))
+                             airtime_ms=plan_airtime_ms(self.plan, n), pkt=packet_id(pkt),
+                             src=getattr(rx, "src", None), freq_khz=_khz(self.plan))
         return pkt
 
     def sent(self, frame):
@@ -131,9 +134,16 @@ class RadioPort:
         self.counters["tx"] += 1
         self.counters["tx_bytes"] += n
         if self.events is not None:
-            self.events.emit("tx", dmx=hexlify(frame[:7]).decode(), kind=kind_of(frame[:n - 4]),
-                             length=n, rssi=None, snr=None,
-                             airtime_ms=plan_airtime_ms(self.plan, n))
+            pkt = frame[:n - 4]
+            self.events.emit("tx", dmx=hexlify(frame[:7]).decode(), kind=kind_of(pkt),
+                             length=n, airtime_ms=plan_airtime_ms(self.plan, n),
+                             pkt=packet_id(pkt), freq_khz=_khz(self.plan))
+
+
+def _khz(plan):
+    # freq_khz on tx/rx: the report reads the region's duty-cycle rule from it
+    f = plan.get("freq")
+    return f // 1000 if f else None
 
 
 GOSET_DMX = b"\x61\x3d\xfa\x70\xc4\x7a\xba"  # SHA256("tinySSB-0.1 GOset 1")[0:7]

@@ -13,6 +13,11 @@ Channel interface:
 """
 import asyncio
 
+# The longest any protocol driver waits for the peer: for its next message, or for it to
+# take one of ours (draft-summermatter-set-union-01 section 8 purges idle operations; one
+# minute is far above the round trips of a loaded host). Every driver names its timeout.
+PEER_TIMEOUT_S = 60.0
+
 
 class ChannelClosed(Exception):
     """The other end closed the channel (or the session under it ended)."""

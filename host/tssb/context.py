@@ -5,13 +5,19 @@ Every host command and protocol service gets a `Context`:
   ctx.store      tssb.store.Store (SQLite) in ctx.home
   ctx.identity   Identity: .seed and .public (32 bytes each, Ed25519)
   ctx.events     event log writer: .emit(event, **fields) -> JSONL in ctx.home/logs/
-                 ("ts" from the wall clock unless Context.open gets another `clock`)
+                 ("ts" from the wall clock unless Context.open gets another `clock`);
+                 the live file logs/events.jsonl.live rotates into closed *.jsonl files
   ctx.network_key  the 32-byte secret-handshake network key of this deployment
 """
 import os
 import secrets
 import threading
 import time
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: rotation is then per process only
+    fcntl = None
 
 import nacl.bindings
 from tinyssb import eventlog
@@ -24,7 +30,14 @@ SSB_MAIN_NETWORK_KEY = bytes.fromhex(
     "d4a1cb88a66f02f8db635ce26441cc5dac1b08420ceaac230839b755845a9ffb")
 NETWORK_KEY_CONFIG = "network_key"
 HOME_ENV = "TSSB_HOME"
-EVENT_FILE = os.path.join("logs", "events.jsonl")
+# The live event log: ".live" marks a file still being written (docs/events.md). It is
+# closed by renaming it to logs/events-<UTC time>-<random>.jsonl once it reaches
+# ROTATE_BYTES or is older than ROTATE_S, so a streaming ingest sees each closed file once
+# and `tssb-spark ingest` reads the live file's complete lines since its last run.
+EVENT_FILE = os.path.join("logs", "events.jsonl.live")
+LEGACY_EVENT_FILE = os.path.join("logs", "events.jsonl")   # before rotation: one growing file
+ROTATE_BYTES = 8 * 1024 * 1024   # ~40,000 lines: a Spark file split, read in seconds
+ROTATE_S = 3600                  # a quiet host's lines still reach the lake within the hour
 
 
 def default_home():
@@ -75,27 +88,76 @@ def wall_ms():
 
 class EventLog:
     """The context's event writer: `tinyssb.eventlog.EventLog` (schema, ids, validation)
-    appending to a JSONL file. Each line is written and flushed whole under a lock, so
-    writers in one process never interleave and a crash loses at most the line in progress.
+    appending to the live JSONL file, rotated by size and age.
+
+    Each line is written and flushed whole under a lock (a thread lock, and an flock on
+    logs/.events.lock across processes), so writers never interleave, a crash loses at
+    most the line in progress, and no line lands in a file after it was closed.
 
     Args:
-        path: the JSONL file; node: node name.
+        path: the live JSONL file (…/events.jsonl.live); node: node name.
         clock: function() -> "ts" in Unix ms; default the wall clock. The demo passes one
             that continues the simulator's virtual timeline, so a report has one time axis.
+        rotate_bytes, rotate_s: close the live file at this size / age (seconds, measured
+            from the file's first line as this process saw it, or its mtime at open).
     """
 
-    def __init__(self, path, node, clock=None):
+    def __init__(self, path, node, clock=None, rotate_bytes=ROTATE_BYTES, rotate_s=ROTATE_S):
         self.path = path
+        self.dir = os.path.dirname(path)
         self._lock = threading.Lock()
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.makedirs(self.dir, exist_ok=True)
         self.clock = clock or wall_ms
-        self._log = eventlog.EventLog(node, self._write_line, self.clock)
+        self.rotate_bytes = rotate_bytes
+        self.rotate_s = rotate_s
+        self._log = eventlog.EventLog(node, self.write_line, self.clock)
         self.node = node
+        self._born = {}   # inode of the live file -> time.time() this process first saw it
+        with self._locked():
+            legacy = os.path.join(self.dir, os.path.basename(LEGACY_EVENT_FILE))
+            if os.path.exists(legacy):
+                os.replace(legacy, self._closed_name())
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                return
+            if time.time() - st.st_mtime >= rotate_s:
+                self._rotate()    # left open by an earlier run and idle since
 
-    def _write_line(self, line):
-        with self._lock:
+    def _locked(self):
+        return _FileLock(os.path.join(self.dir, ".events.lock"), self._lock)
+
+    def _closed_name(self):
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        return os.path.join(self.dir, "events-%s-%s.jsonl" % (stamp, secrets.token_hex(3)))
+
+    def _rotate(self):
+        os.replace(self.path, self._closed_name())
+
+    def rotate(self):
+        """Close the live file now (rename it to a closed name). No-op when empty."""
+        with self._locked():
+            if os.path.exists(self.path) and os.path.getsize(self.path):
+                self._rotate()
+
+    def write_line(self, line):
+        """Append one line (without newline) to the live file, rotating it first when due."""
+        with self._locked():
+            try:
+                st = os.stat(self.path)
+                born = self._born.setdefault(st.st_ino, time.time())
+                if st.st_size >= self.rotate_bytes or time.time() - born >= self.rotate_s:
+                    self._rotate()
+            except FileNotFoundError:
+                pass
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(line + "\n")
+
+    def files(self):
+        """Returns: the closed files of this log, oldest first, then the live one if any."""
+        closed = sorted(os.path.join(self.dir, n) for n in os.listdir(self.dir)
+                        if n.startswith("events-") and n.endswith(".jsonl"))
+        return closed + ([self.path] if os.path.exists(self.path) else [])
 
     def emit(self, event, **fields):
         """Write one event (see tinyssb.eventlog.EVENTS). Returns: the event id.
@@ -103,6 +165,32 @@ class EventLog:
         Raises: ValueError for an unknown event or field (a producer bug).
         """
         return self._log.emit(event, **fields)
+
+
+class _FileLock:
+    """Thread lock plus an exclusive flock on `path` (other processes of the same home)."""
+
+    def __init__(self, path, tlock):
+        self.path = path
+        self.tlock = tlock
+        self.fd = None
+
+    def __enter__(self):
+        self.tlock.acquire()
+        if fcntl is not None:
+            try:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+            except BaseException:
+                self.__exit__()
+                raise
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)    # closing the descriptor releases the flock
+            self.fd = None
+        self.tlock.release()
 
 
 class Context:

@@ -162,7 +162,7 @@ def bridge_step(ctx, board, timeout_s=BRIDGE_TIMEOUT_S, scale=1, say=print):
     async def go():
         h = HostNode(ctx.store, None, ctx.events,
                      clock=lambda: int(time.monotonic() * 1000 * scale))
-        port, sl = attach_board(h, ctx, lambda: board.port_name, EventSink(ctx.events.path, ctx.events.clock),
+        port, sl = attach_board(h, ctx, lambda: board.port_name, EventSink(ctx.events, ctx.events.clock),
                                 on_state=on_state)
         task = asyncio.ensure_future(h.run())
         t0 = time.monotonic()
@@ -367,8 +367,10 @@ def run(out="out/demo", seed=1, say=print, spark=True, bridge_scale=1,
     finally:
         logs = os.path.join(out, "logs")
         for name, ctx in (("hostA", a), ("hostB", b)):
-            if os.path.exists(ctx.events.path):
-                shutil.copy(ctx.events.path, os.path.join(logs, name + ".jsonl"))
+            with open(os.path.join(logs, name + ".jsonl"), "wb") as out_f:
+                for path in ctx.events.files():   # closed files, then the live one
+                    with open(path, "rb") as in_f:
+                        shutil.copyfileobj(in_f, out_f)
             ctx.close()
     ok = all(v.get("ok", True) for v in summary.values())
     if spark and ok:

@@ -11,10 +11,16 @@ previous version intact.
 
 Durability: WAL with synchronous=FULL, so a committed append survives a power cut; every
 single-call write is its own transaction, and `transaction()` groups many (one fsync).
+
+Privacy: the database holds the Ed25519 seed and the network key. `open_store` creates the
+home 0700 and the database 0600 (SQLite gives its -wal and -shm files the database's
+mode), and warns, once per open, when a user has loosened either since.
 """
 import contextlib
+import logging
 import os
 import sqlite3
+import stat
 import threading
 import time
 
@@ -27,6 +33,10 @@ MID_LEN = 20
 KEY_LEN = 32
 
 DB_NAME = "tssb.db"
+HOME_MODE = 0o700   # only the owner may list or enter the home
+DB_MODE = 0o600     # only the owner may read the seed and the network key
+
+log = logging.getLogger("tssb.store")
 
 
 class StoreError(ValueError):
@@ -254,6 +264,11 @@ class Store:
         row = self._one("SELECT pkt FROM entries WHERE fid=? AND seq=?", (bytes(fid), seq))
         return None if row is None else row[0]
 
+    def mid(self, fid, seq):
+        """The message id of entry `seq`, or None if absent."""
+        row = self._one("SELECT mid FROM entries WHERE fid=? AND seq=?", (bytes(fid), seq))
+        return None if row is None else row[0]
+
     def put_chunk(self, fid, seq, cnr, chunk):
         """Store chunk `cnr` of entry `seq`'s side chain (must be the next one).
 
@@ -346,6 +361,41 @@ class Store:
 
 
 def open_store(home):
-    """Open (creating) the store of a data directory. Returns: Store."""
-    os.makedirs(home, exist_ok=True)
-    return Store(os.path.join(home, DB_NAME))
+    """Open (creating) the store of a data directory. Returns: Store.
+
+    A new home is made 0700 and a new database 0600; an existing one whose mode lets
+    others in gets a warning (logger "tssb.store") once the store is open, not a change:
+    the user chose it.
+    """
+    new_home = not os.path.isdir(home)
+    if new_home:
+        os.makedirs(home, mode=HOME_MODE)
+        os.chmod(home, HOME_MODE)     # makedirs' mode is filtered by the umask
+    path = os.path.join(home, DB_NAME)
+    new_db = False
+    try:   # create it private before SQLite opens it (O_EXCL: never touch an existing one)
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, DB_MODE))
+        new_db = True
+    except OSError:   # it exists (checked below), or cannot be made here: SQLite's own
+        pass          # open then says why, as callers expect
+    store = Store(path)
+    if not new_home:
+        check_private(home, HOME_MODE)
+    if not new_db:
+        check_private(path, DB_MODE)
+    return store
+
+
+def check_private(path, mode):
+    """Warn when `path` grants group or others more than `mode` does.
+
+    Returns: True when it is private enough (always on systems without POSIX modes).
+    """
+    if os.name != "posix":
+        return True
+    have = stat.S_IMODE(os.stat(path).st_mode)
+    if have & ~mode & 0o077:
+        log.warning("%s is open to other users (mode %04o; want %04o): chmod %o %s",
+                    path, have, mode, mode, path)
+        return False
+    return True

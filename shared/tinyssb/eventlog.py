@@ -18,6 +18,7 @@ EVENTS mirrors the schema file (a CPython test checks they agree). Runs on Micro
 no typing, no dataclasses, no re.
 """
 import json
+from hashlib import sha256
 
 try:
     from binascii import hexlify
@@ -49,6 +50,10 @@ EVENTS = {
 # Fields that exist only from schema v2 on.
 V2_FIELDS = ("freq_khz",)
 
+# `pkt` on tx/rx: the first 8 bytes of SHA-256 of the packet as sent (without the radio
+# CRC), so a receiver's rx names the same packet as the sender's tx (docs/events.md).
+PKT_ID_LEN = 8
+
 NODE_MAX = 64
 _NODE_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
 
@@ -65,6 +70,11 @@ def valid_node(name):
 
 def _hex(b):
     return hexlify(bytes(b)).decode()
+
+
+def packet_id(pkt):
+    """Returns: the `pkt` field of a packet (bytes without CRC): 16 lowercase hex digits."""
+    return _hex(sha256(bytes(pkt)).digest()[:PKT_ID_LEN])
 
 
 def _run_id():

@@ -4,35 +4,55 @@ Lake layout (LAKE is the --output directory):
   LAKE/events/date=YYYY-MM-DD/node=NAME/*.parquet   valid events, one row per event id
   LAKE/quarantine/*.parquet                          bad lines: raw, source_file, reason(s)
   LAKE/_checkpoints/<input hash>/                    Structured Streaming checkpoint
+  LAKE/_tail/                                        offsets of live files (tail.py)
   LAKE/_ingest_runs.jsonl                            one line of counts per ingest run
 
-Lines are read as text (not with the JSON source) so the raw line and its file are always
-at hand for the quarantine, and unknown keys are seen (the JSON source drops them
-silently). Each line is parsed twice by Spark, with the explicit typed schema and as a
-string map; comparing the two finds type errors, the map's keys find missing and unknown
-fields. Validation is built only from Spark SQL expressions (no Python UDF), so a cluster's
-executors need no project code.
+One parse per line. Lines are read as text (the raw line and its file stay at hand for the
+quarantine) and parsed once with `from_json` and the explicit typed schema. A line is
+accepted on this parse alone when column expressions show it is exactly a valid record
+(`fast_check_sql`): envelope and per-field rules on the typed values, plus counts over the
+raw text that prove it has no key the typed parse did not keep (the JSON parser drops
+unknown keys silently and reads numbers into string fields). Only lines that fail go
+through the exact classifier (`classify`: a second parse as a string map, every rule as
+SQL), which gives the quarantine reasons; the tests check both agree.
+
+One job per batch writes every non-blank line to a staging table partitioned like the
+lake, the lines that need the exact check in a partition of their own (date and node
+null, the raw line in `id`); Spark cannot write two tables in one job, and this keeps the
+common case to one pass over the input. Then: the staged ids are checked against each
+other and against the lake's ids for the same dates (ids only, a small shuffle); without
+duplicates the staged files are renamed into LAKE/events (the normal case), otherwise the
+staged rows are deduplicated and appended. The exact check then runs on the staged bad
+partition only. Validation uses only Spark SQL expressions (no Python UDF), so a
+cluster's executors need no project code.
 
 Idempotence: valid rows are deduplicated on "id" within the batch and against the ids
-already stored for the same dates (partition pruning; ids carry the node name and ts is
-part of the event, so a repeated id lands on the same date). Quarantined lines are keyed by
-SHA-256 of (source_file, raw line). Re-ingesting the same files therefore adds nothing.
-Streaming also remembers its files in the checkpoint; batch mode relies on the dedupe.
+already stored for the same dates (ids carry the node name and ts is part of the event, so
+a repeated id lands on the same date). Quarantined lines are keyed by SHA-256 of
+(source_file, raw line). Re-ingesting the same files therefore adds nothing. Streaming
+also remembers its files in the checkpoint; batch mode relies on the dedupe.
 """
 import hashlib
 import json
 import os
 import time
+import uuid
 
 from tssb_spark import schema as S
+from tssb_spark import tail as TAIL
 
 # Spark JSON options: strict numbers (NaN/Infinity are not JSON; schema.py agrees).
-JSON_OPTIONS = {"mode": "PERMISSIVE", "allowNonNumericNumbers": "false"}
+JSON_OPTIONS = {"mode": "PERMISSIVE", "allowNonNumericNumbers": "false",
+                "allowSingleQuotes": "false"}
 # Input files: *.jsonl anywhere under the input directory. Producers write to another name
 # (e.g. .jsonl.part) and rename when the file is closed: file sources need atomic files.
 FILE_GLOB = "*.jsonl"
 DEFAULT_MAX_FILES_PER_TRIGGER = 1000
 MODES = ("stream", "batch")
+# Staging table under the lake, one directory per batch (removed when the batch is done).
+STAGING = "_staging"
+# Hive's name of a null partition value: the staged lines that need the exact check.
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 def _q(name):
@@ -119,8 +139,11 @@ def validation_sql(catalog):
     unknown_all = "transform(array_sort(%s), k -> concat('unknown_field:', k))" % unknown_keys
     unknown_first = "concat('unknown_field:', array_min(%s))" % unknown_keys
     pre = " ".join([
-        "CASE WHEN _m IS NULL OR NOT value RLIKE %s OR value RLIKE %s THEN 'unparsable'" % (
-            _lit("\\}\\s*$"), _lit("\\}\\s*\\{")),
+        # The JSON parser ignores text after the object; wrapped in [ ] it must be the
+        # array's only element, so any trailing text fails the parse.
+        "CASE WHEN _m IS NULL OR NOT value RLIKE %s OR value RLIKE %s OR coalesce(size("
+        "from_json(concat('[', value, ']'), 'array<string>', map('allowSingleQuotes', "
+        "'false'))), 0) != 1 THEN 'unparsable'" % (_lit("\\}\\s*$"), _lit("\\}\\s*\\{")),
         "WHEN _m['v'] IS NULL THEN 'missing_field:v'",
         "WHEN _t.v IS NULL THEN 'type:v'",
         "WHEN NOT %s THEN 'unknown_version'" % _in("_t.v", catalog.versions),
@@ -138,6 +161,82 @@ def validation_sql(catalog):
              "ELSE concat(filter(array(%s), x -> x IS NOT NULL), %s) END"
              % (", ".join(checks), unknown_all))
     return pre, first, every
+
+
+
+def _event_codes(catalog):
+    """(version, event) -> small int, the key of a line's rule set in the fast check."""
+    names = sorted({e for v in catalog.versions for e in catalog.events[v]})
+    return {(v, e): v * 100 + names.index(e) for v in catalog.versions
+            for e in catalog.events[v]}, names
+
+
+def fast_key_sql(catalog):
+    """SQL: the int key of a parsed line's (version, event) (NULL when unknown)."""
+    codes, names = _event_codes(catalog)
+    # v is checked before it is scaled: Spark's ANSI mode fails the job on an overflow.
+    return "CASE WHEN _t.v BETWEEN 1 AND %d THEN _t.v * 100 + CASE _t.event %s END END" % (
+        max(catalog.versions), " ".join("WHEN %s THEN %d" % (_lit(e), i)
+                                        for i, e in enumerate(names)))
+
+
+def fast_check_sql(catalog):
+    """Build the SQL predicate that proves a line valid from its one typed parse.
+
+    True only for lines the exact rules accept (the converse fails for a few valid lines,
+    e.g. with null-valued keys; they go through the exact classifier). Beyond the rules on
+    the typed values, the line must hold exactly as many top-level keys as the typed parse
+    kept non-null values (json_object_keys only tokenizes; it builds no values): a key the
+    parse dropped (unknown, duplicated, null, nested, or of a wrong type) breaks the count.
+    Its number of '"' must be 2 per key plus 2 per string field: the JSON parser reads a
+    number or boolean into a string field as text, and a quoted "NaN"/"Infinity" into a
+    double (which then fails its range). The first "}" must end the line, as text after
+    the object is ignored by the parser (no valid string value holds a brace).
+
+    Args:
+      catalog: schema.Catalog.
+    Returns:
+      SQL text over columns `value` (raw line), `_t` (typed struct), `_k` (fast_key_sql)
+      and `_nk` (number of top-level keys).
+    """
+    codes, _ = _event_codes(catalog)
+
+    def key_set(table, f):
+        return sorted(codes[ve] for ve in codes if f in table[ve])
+
+    conds = ["_k IS NOT NULL", "_k IN (%s)" % ", ".join(str(x) for x in sorted(codes.values()))]
+    present, strings = [], []
+    for f in catalog.field_order:
+        spec = catalog.fields[f]
+        t = "_t.%s" % _q(f)
+        checks = []
+        for kind, arg in catalog.field_checks(f):
+            if kind == "enum":
+                checks.append(_in(t, arg))
+            elif kind == "pattern":
+                checks.append("%s RLIKE %s" % (t, _lit(_java_regex(arg))))
+            else:
+                lo, hi = arg
+                checks.extend(x for x in (None if lo is None else "%s >= %r" % (t, lo),
+                                          None if hi is None else "%s <= %r" % (t, hi)) if x)
+        ok = " AND ".join(checks) or "true"
+        if f in catalog.envelope:
+            conds.append("%s IS NOT NULL AND %s" % (t, ok))
+        else:
+            req = key_set(catalog.required, f)
+            absent = ("NOT _k IN (%s)" % ", ".join(map(str, req))) if req else "true"
+            conds.append("CASE WHEN %s IS NULL THEN %s ELSE _k IN (%s) AND %s END"
+                         % (t, absent, ", ".join(map(str, key_set(catalog.allowed, f))), ok))
+        present.append("CASE WHEN %s IS NULL THEN 0 ELSE 1 END" % t)
+        if spec["type"] == "string":
+            strings.append("CASE WHEN %s IS NULL THEN 0 ELSE 1 END" % t)
+    # v and event are present when _k is known; event is a string.
+    n = "(2 + %s)" % " + ".join(present)
+    conds.append("_nk = %s" % n)
+    conds.append("octet_length(value) - octet_length(replace(value, '\"', '')) = "
+                 "2 * %s + 2 * (1 + %s)" % (n, " + ".join(strings)))
+    conds.append("value RLIKE %s" % _lit("^[^}]*\\}\\s*$"))   # one "}", at the end
+    return "(" + ") AND (".join(conds) + ")"
 
 
 def classify(df, catalog):
@@ -185,6 +284,27 @@ def read_stream(spark, input_dir, max_files_per_trigger):
             .select("value", F.col("_metadata.file_path").alias("source_file")))
 
 
+def read_copies(spark, copies):
+    """Returns: DataFrame(value, source_file) of tail copies, each line credited to the
+    live file it was copied from (tail.collect)."""
+    from pyspark.sql import functions as F
+    names = []
+    for dest, live in copies:
+        names += [F.lit(os.path.basename(dest)), F.lit(_file_uri(live))]
+    return (spark.read.format("text").load([d for d, _ in copies])
+            .select("value", F.element_at(F.create_map(*names), F.regexp_extract(
+                F.col("_metadata.file_path"), "[^/]+$", 0)).alias("source_file")))
+
+
+def _file_uri(path):
+    # The form Spark gives _metadata.file_path for a local file.
+    return "file://" + os.path.abspath(path)
+
+
+def _local(path):
+    return "://" not in path or path.startswith("file:")
+
+
 def _exists(spark, path):
     # Hadoop FS check so the lake may live on HDFS/S3 as well as on local disk.
     jvm = spark._jvm
@@ -198,6 +318,102 @@ def new_stats():
             "quarantined": 0, "quarantined_new": 0, "reasons": {}, "batches": 0}
 
 
+def stage_rows(lines, catalog):
+    """Parse lines once and shape them for the staging table.
+
+    Args:
+      lines: DataFrame(value, source_file).
+      catalog: schema.Catalog.
+    Returns:
+      (df, metrics, cols): df has value, source_file, _t (typed struct), _blank, _ok;
+      metrics are the Observation columns (lines, blank, fast); cols the SQL select of a
+      staged row: catalog.columns, source_file and date, where a line not proven valid
+      has date and node NULL and the raw line in `id`.
+    """
+    from pyspark.sql import functions as F
+
+    t = F.from_json(F.col("value"), S.spark_struct(catalog), JSON_OPTIONS).alias("_t")
+    df = lines.select("value", "source_file", t)
+    # _k and _nk in a projection of their own: each is read by many checks, and Spark
+    # keeps a non-trivial expression used more than once in its own projection.
+    df = df.selectExpr("*", "%s AS _k" % fast_key_sql(catalog),
+                       "size(json_object_keys(value)) AS _nk")
+    df = df.selectExpr("value", "source_file", "_t", "value RLIKE '^\\\\s*$' AS _blank",
+                       "coalesce(%s, false) AS _ok" % fast_check_sql(catalog))
+    metrics = [F.count(F.lit(1)).alias("lines"), F.count_if(F.col("_blank")).alias("blank"),
+               F.count_if(F.col("_ok")).alias("fast")]
+    # A line to check again keeps its raw text in `id` and goes to the partition
+    # date=NULL/node=NULL (a valid line has both); its other columns are never read.
+    cols = []
+    for c in catalog.columns:
+        if c == "id":
+            cols.append("CASE WHEN _ok THEN _t.id ELSE value END AS id")
+        elif c == "node":
+            cols.append("CASE WHEN _ok THEN _t.node END AS node")
+        else:
+            cols.append("_t.%s AS %s" % (_q(c), _q(c)))
+    cols.append("source_file")
+    cols.append("CASE WHEN _ok THEN date_format(timestamp_millis(_t.ts), 'yyyy-MM-dd') END "
+                "AS date")
+    return df, metrics, cols
+
+
+def _fs(spark, path):
+    jvm = spark._jvm
+    p = jvm.org.apache.hadoop.fs.Path(path)
+    return p.getFileSystem(spark._jsc.hadoopConfiguration()), p
+
+
+def _partitions(spark, staging):
+    """Returns: [(date, node, hadoop Path of the directory)] of the staged valid rows."""
+    fs, root = _fs(spark, staging)
+    out = []
+    if not fs.exists(root):
+        return out
+    for d in fs.listStatus(root):
+        dn = d.getPath().getName()
+        if not d.isDirectory() or not dn.startswith("date=") or dn == "date=" + NULL_PARTITION:
+            continue
+        for n in fs.listStatus(d.getPath()):
+            nn = n.getPath().getName()
+            if n.isDirectory() and nn.startswith("node="):
+                out.append((dn[5:], nn[5:], n.getPath()))
+    return out
+
+
+def _move_files(spark, parts, events_dir):
+    """Rename the staged Parquet files into the lake's partition directories."""
+    fs, root = _fs(spark, events_dir)
+    jvm = spark._jvm
+    for date, node, src in parts:
+        dst = jvm.org.apache.hadoop.fs.Path(root, "date=%s/node=%s" % (date, node))
+        fs.mkdirs(dst)
+        for f in fs.listStatus(src):
+            name = f.getPath().getName()
+            if name.endswith(".parquet"):
+                if not fs.rename(f.getPath(), jvm.org.apache.hadoop.fs.Path(dst, name)):
+                    raise IOError("could not move %s into %s" % (f.getPath(), dst))
+
+
+def _ids(spark, path):
+    """The id column of a lake-shaped table (explicit schema: no inference, no merge)."""
+    return spark.read.schema("id string, date string, node string").parquet(path)
+
+
+def _append_events(spark, rows, events_dir, dates, catalog):
+    """Deduplicate rows on id, drop ids the lake holds for `dates`, append. Returns rows added."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+    good = rows.select(*catalog.columns, "source_file", "date").dropDuplicates(["id"])
+    if _exists(spark, events_dir):
+        old = _ids(spark, events_dir).where(F.col("date").isin(sorted(dates))).select("id")
+        good = good.join(old, "id", "left_anti")
+    obs = Observation("accepted")
+    good = good.observe(obs, F.count(F.lit(1)).alias("rows"))
+    good.write.mode("append").partitionBy("date", "node").parquet(events_dir)
+    return obs.get["rows"]
+
+
 def process(spark, lines, lake, catalog, stats):
     """Validate one batch of lines and append it to the lake.
 
@@ -208,53 +424,96 @@ def process(spark, lines, lake, catalog, stats):
       catalog: schema.Catalog.
       stats: counts dict (new_stats()), updated in place.
     """
-    from pyspark import StorageLevel
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     events_dir = os.path.join(lake, "events")
+    staging = os.path.join(lake, STAGING, uuid.uuid4().hex)
+    df, metrics, cols = stage_rows(lines, catalog)
+    obs = Observation("staged")
+    (df.observe(obs, *metrics).where(~F.col("_blank")).selectExpr(*cols)
+     .write.partitionBy("date", "node").parquet(staging))
+    m = obs.get
+    stats["batches"] += 1
+    stats["lines"] += m["lines"]
+    stats["blank"] += m["blank"]
+    fast = m["fast"]
+    suspect = m["lines"] - m["blank"] - fast
+    try:
+        parts = _partitions(spark, staging)
+        dates = {d for d, _, _ in parts}
+        added = 0
+        if fast:
+            # 64-bit hashes of the ids, not the ids, cross the shuffle; a collision only
+            # sends the batch down the exact dedupe below.
+            ids = _ids(spark, staging).where(F.col("date").isNotNull()).select("id")
+            if _exists(spark, events_dir):
+                ids = ids.unionAll(_ids(spark, events_dir)
+                                   .where(F.col("date").isin(sorted(dates))).select("id"))
+            dup = (ids.select(F.xxhash64("id").alias("h")).groupBy("h").count()
+                   .where(F.col("count") > 1).limit(1).count())
+            if dup:
+                rows = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
+                        .where(F.col("date").isNotNull()))
+                added = _append_events(spark, rows, events_dir, dates, catalog)
+            else:
+                _move_files(spark, parts, events_dir)
+                added = fast
+        valid = fast
+        if suspect:
+            v, a = _exact(spark, staging, lake, catalog, stats, suspect)
+            valid += v
+            added += a
+        stats["valid"] += valid
+        stats["accepted"] += added
+        stats["duplicates"] += valid - added
+    finally:
+        fs, root = _fs(spark, staging)
+        fs.delete(root, True)
+
+
+def _staging_schema(catalog):
+    from pyspark.sql import types as T
+    st = S.spark_struct(catalog)
+    return T.StructType(list(st.fields) + [T.StructField("source_file", T.StringType()),
+                                           T.StructField("date", T.StringType())])
+
+
+def _exact(spark, staging, lake, catalog, stats, suspect):
+    """Run the exact classifier on the staged lines the fast check did not prove valid:
+    the valid ones join the events, the rest go to the quarantine.
+
+    Returns:
+      (valid, accepted): lines found valid, and how many of them were new to the lake.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+    events_dir = os.path.join(lake, "events")
     quarantine_dir = os.path.join(lake, "quarantine")
-    c = classify(lines, catalog).persist(StorageLevel.MEMORY_AND_DISK)
+    raw = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
+           .where(F.col("date").isNull()).select(F.col("id").alias("value"), "source_file"))
+    # These are the few lines that failed the fast check: cached, read four times below.
+    c = classify(raw, catalog).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         date = F.date_format(F.timestamp_millis("ts"), "yyyy-MM-dd")
-        # One pass for all counts and the dates the batch touches.
-        summary = (c.groupBy(F.col("blank"), F.col("_reason").alias("reason"),
+        summary = (c.groupBy(F.col("_reason").alias("reason"),
                              F.when(F.col("_reason").isNull(), date).alias("date"))
                    .count().collect())
-        dates = set()
-        n = {"lines": 0, "blank": 0, "valid": 0, "quarantined": 0}
+        valid, dates = 0, set()
         for r in summary:
-            n["lines"] += r["count"]
-            if r["blank"]:
-                n["blank"] += r["count"]
-            elif r["reason"] is None:
-                n["valid"] += r["count"]
+            if r["reason"] is None:
+                valid += r["count"]
                 dates.add(r["date"])
             else:
-                n["quarantined"] += r["count"]
+                stats["quarantined"] += r["count"]
                 stats["reasons"][r["reason"]] = stats["reasons"].get(r["reason"], 0) + r["count"]
-        for k in n:
-            stats[k] += n[k]
-        stats["batches"] += 1
-
-        if n["valid"]:
-            good = (c.where(~F.col("blank") & F.col("_reason").isNull())
-                    .select(*catalog.columns, "source_file")
-                    .withColumn("date", date)
-                    .dropDuplicates(["id"]))
-            if _exists(spark, events_dir):
-                old = (spark.read.option("mergeSchema", "true").parquet(events_dir)
-                       .where(F.col("date").isin(sorted(dates))).select("id"))
-                good = good.join(old, "id", "left_anti")
-            obs = Observation("accepted")
-            good = good.observe(obs, F.count(F.lit(1)).alias("rows"))
-            (good.write.mode("append").partitionBy("date", "node").parquet(events_dir))
-            accepted = obs.get["rows"]
-            stats["accepted"] += accepted
-            stats["duplicates"] += n["valid"] - accepted
-
-        if n["quarantined"]:
+        added = 0
+        if valid:
+            good = c.where(F.col("_reason").isNull()).withColumn("date", date)
+            added = _append_events(spark, good, events_dir, dates, catalog)
+        if valid < suspect:
             bad = (c.where(F.col("_reason").isNotNull())
                    .select(F.col("value").alias("raw"), "source_file",
                            F.col("_reason").alias("reason"),
@@ -269,6 +528,7 @@ def process(spark, lines, lake, catalog, stats):
             bad = bad.observe(obs, F.count(F.lit(1)).alias("rows"))
             bad.write.mode("append").parquet(quarantine_dir)
             stats["quarantined_new"] += obs.get["rows"]
+        return valid, added
     finally:
         c.unpersist()
 
@@ -293,7 +553,9 @@ def ingest(spark, input_dir, lake, mode="stream", max_version=None,
       max_files_per_trigger: files per micro-batch in stream mode.
       progress: optional callable(str) for progress messages.
     Returns:
-      The counts dict (see new_stats), also appended to LAKE/_ingest_runs.jsonl.
+      The counts dict (see new_stats), also appended to LAKE/_ingest_runs.jsonl. Lines
+      appended to live files (*.jsonl.live, local input) since the last run are included
+      (tail.py).
     Raises:
       ValueError: unknown mode or missing input directory.
     """
@@ -320,6 +582,12 @@ def ingest(spark, input_dir, lake, mode="stream", max_version=None,
         q.awaitTermination()
         if q.exception() is not None:  # pragma: no cover - awaitTermination raises first
             raise q.exception()
+    if _local(input_dir) and _local(lake):
+        copies, state = TAIL.collect(input_dir, lake)
+        if copies:
+            say("ingest (live files): %d with new lines" % len(copies))
+            process(spark, read_copies(spark, copies), lake, catalog, stats)
+        TAIL.commit(lake, state, copies)
     stats["mode"] = mode
     stats["schema_version"] = catalog.max_version
     stats["seconds"] = round(time.time() - t0, 3)

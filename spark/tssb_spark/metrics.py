@@ -14,22 +14,30 @@ HOUR_MS = 3600 * 1000
 # plus bridge/log latency. Longer windows only risk matching a later repeat of the packet.
 DEFAULT_MATCH_WINDOW_MS = 15000
 
+# sync_done events of the two ends of one host-to-host sync are paired when they are
+# this close in time (a sync's two ends log within its duration of each other).
+SYNC_PAIR_MS = 60000
+
 TABLES = ("airtime_hourly", "delivery", "replication", "goset_convergence", "sessions",
-          "session_stats", "drops")
+          "session_stats", "syncs", "drops")
 
 
 def airtime_hourly(ev):
     """Airtime and duty cycle per node and UTC hour, from `tx` events.
 
     Returns:
-      DataFrame(node, hour (timestamp), tx_count, airtime_ms, duty_cycle): duty_cycle is
-      airtime_ms / 3 600 000, the fraction of the hour the node transmitted.
+      DataFrame(node, hour (timestamp), tx_count, airtime_ms, duty_cycle, freq_khz):
+      duty_cycle is airtime_ms / 3 600 000, the fraction of the hour the node transmitted;
+      freq_khz the highest frequency its tx logged that hour (null if none did).
     """
     from pyspark.sql import functions as F
     tx = ev.where(F.col("event") == "tx")
+    if "freq_khz" not in ev.columns:   # a lake written by a v1-only ingest
+        tx = tx.withColumn("freq_khz", F.lit(None).cast("int"))
     return (tx.groupBy("node", F.date_trunc("hour", F.timestamp_millis("ts")).alias("hour"))
             .agg(F.count(F.lit(1)).alias("tx_count"),
-                 F.sum("airtime_ms").alias("airtime_ms"))
+                 F.sum("airtime_ms").alias("airtime_ms"),
+                 F.max("freq_khz").alias("freq_khz"))
             .withColumn("duty_cycle", F.col("airtime_ms") / F.lit(float(HOUR_MS)))
             .orderBy("node", "hour"))
 
@@ -44,7 +52,8 @@ def delivery(ev, window_ms=DEFAULT_MATCH_WINDOW_MS):
     tx or rx; senders count only their tx that carry `pkt`.
 
     Returns:
-      DataFrame(sender, receiver, sent, delivered, ratio).
+      DataFrame(sender, receiver, sent, delivered, ratio, rssi_mean, snr_mean): the signal
+      means are over the delivered packets' rx (null when none was delivered).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -55,7 +64,7 @@ def delivery(ev, window_ms=DEFAULT_MATCH_WINDOW_MS):
           .withColumn("bucket", F.floor(F.col("tx_ts") / F.lit(w))))
     rx = (ev.where((F.col("event") == "rx") & F.col("pkt").isNotNull())
           .select(F.col("id").alias("rx_id"), F.col("node").alias("receiver"), "pkt",
-                  F.col("ts").alias("rx_ts"), "src"))
+                  F.col("ts").alias("rx_ts"), "src", "rssi", "snr"))
     # Equi-join on (pkt, time bucket) instead of pkt alone: a packet repeated all day
     # (GOSET claims) would otherwise pair every tx with every rx of it.
     rx = rx.withColumn("bucket", F.explode(F.array(
@@ -69,7 +78,8 @@ def delivery(ev, window_ms=DEFAULT_MATCH_WINDOW_MS):
         Window.partitionBy("rx_id").orderBy(F.col("tx_ts").desc(), F.col("tx_id").desc())))
         .where(F.col("rank") == 1))
     delivered = (best.groupBy("sender", "receiver")
-                 .agg(F.countDistinct("tx_id").alias("delivered")))
+                 .agg(F.countDistinct("tx_id").alias("delivered"),
+                      F.avg("rssi").alias("rssi_mean"), F.avg("snr").alias("snr_mean")))
     sent = tx.groupBy("sender").agg(F.count(F.lit(1)).alias("sent"))
     radios = (ev.where(F.col("event").isin("tx", "rx")).select(F.col("node").alias("receiver"))
               .distinct())
@@ -77,7 +87,8 @@ def delivery(ev, window_ms=DEFAULT_MATCH_WINDOW_MS):
     return (pairs.join(delivered, ["sender", "receiver"], "left")
             .fillna(0, ["delivered"])
             .withColumn("ratio", F.col("delivered") / F.col("sent"))
-            .select("sender", "receiver", "sent", "delivered", "ratio")
+            .select("sender", "receiver", "sent", "delivered", "ratio", "rssi_mean",
+                    "snr_mean")
             .orderBy("sender", "receiver"))
 
 
@@ -189,6 +200,74 @@ def session_stats(sess):
             .orderBy("proto", "mode"))
 
 
+def syncs(sess, pair_ms=SYNC_PAIR_MS):
+    """One row per host-to-host sync, its two ends' `sync_done` events joined.
+
+    Both hosts log the sync; a host's node name is "host-" + the first 12 hex digits of
+    its key (tssb.context), so an event's peer names the other end. The events of the two
+    ends (same protocol, same pair of hosts, within pair_ms) form one sync, seen from host
+    `a` (the lower name): bytes and elements a->b are a's sent, b->a a's received.
+
+    Args:
+      sess: the DataFrame of sessions().
+    Returns:
+      DataFrame(ts, proto, mode, a, b, ends, ok, bytes_ab, bytes_ba, elements_ab,
+      elements_ba, rounds, duration_ms, reason).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    other = F.concat(F.lit("host-"), F.substring("peer", 1, 12))
+    x = (sess.withColumn("other", other)
+         .withColumn("a", F.least("node", "other")).withColumn("b", F.greatest("node", "other"))
+         .withColumn("rid", F.monotonically_increasing_id()))
+    first = Window.partitionBy("proto", "a", "b").orderBy("ts", "rid")
+    # A sync starts at an event with no other-end event pending just before it.
+    x = (x.withColumn("prev_node", F.lag("node").over(first))
+         .withColumn("prev_ts", F.lag("ts").over(first)))
+    start = ~((F.col("prev_node").isNotNull()) & (F.col("prev_node") != F.col("node")) &
+              (F.col("ts") - F.col("prev_ts") <= F.lit(pair_ms)))
+    x = x.withColumn("new", start.cast("int"))
+    x = x.withColumn("sync", F.sum("new").over(first.rowsBetween(Window.unboundedPreceding, 0)))
+    # Swap to a's view for rows written by b.
+    mine = F.col("node") == F.col("a")
+    g = (x.groupBy("proto", "a", "b", "sync")
+         .agg(F.min("ts").alias("ts"), F.first("mode", ignorenulls=True).alias("mode"),
+              F.count(F.lit(1)).alias("ends"),
+              F.min(F.col("ok").cast("int")).alias("ok"),
+              F.max(F.when(mine, F.col("bytes_sent")).otherwise(F.col("bytes_recv")))
+              .alias("bytes_ab"),
+              F.max(F.when(mine, F.col("bytes_recv")).otherwise(F.col("bytes_sent")))
+              .alias("bytes_ba"),
+              F.max(F.when(mine, F.col("elements_sent")).otherwise(F.col("elements_recv")))
+              .alias("elements_ab"),
+              F.max(F.when(mine, F.col("elements_recv")).otherwise(F.col("elements_sent")))
+              .alias("elements_ba"),
+              F.max("rounds").alias("rounds"), F.max("duration_ms").alias("duration_ms"),
+              F.first("reason", ignorenulls=True).alias("reason")))
+    return (g.withColumn("ok", F.col("ok") == 1)
+            .select("ts", "proto", "mode", "a", "b", "ends", "ok", "bytes_ab", "bytes_ba",
+                    "elements_ab", "elements_ba", "rounds", "duration_ms", "reason")
+            .orderBy("ts", "a"))
+
+
+def drops_timeline(ev, buckets=30):
+    """Dropped packets per reason over time, in about `buckets` equal time bins.
+
+    Returns:
+      (DataFrame(bin_ts, reason, drops), bin_ms) or (None, None) without drop events.
+    """
+    from pyspark.sql import functions as F
+    d = ev.where(F.col("event") == "drop")
+    span = d.agg(F.min("ts").alias("lo"), F.max("ts").alias("hi")).first()
+    if span["lo"] is None:
+        return None, None
+    bin_ms = max(1000, -(-(span["hi"] - span["lo"] + 1) // buckets))
+    t = (F.floor((F.col("ts") - F.lit(span["lo"])) / F.lit(bin_ms)) * F.lit(bin_ms)
+         + F.lit(span["lo"]))
+    return (d.groupBy(t.alias("bin_ts"), "reason").agg(F.count(F.lit(1)).alias("drops"))
+            .orderBy("bin_ts", "reason")), bin_ms
+
+
 def drops(ev):
     """Returns: DataFrame(node, reason, drops): dropped packets per node and reason."""
     from pyspark.sql import functions as F
@@ -220,6 +299,7 @@ def compute(spark, events, out_dir, window_ms=DEFAULT_MATCH_WINDOW_MS, progress=
             "goset_convergence": goset_convergence(events),
             "sessions": sess,
             "session_stats": session_stats(sess),
+            "syncs": syncs(sess),
             "drops": drops(events),
         }
         counts = {}

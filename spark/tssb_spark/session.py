@@ -3,6 +3,29 @@
 APP_NAME = "tssb-spark"
 # Every derived date/hour is UTC, whatever the machine's zone (event "ts" is epoch ms UTC).
 SESSION_TZ = "UTC"
+# The ingest's validation compiles into one large generated method per stage; HotSpot
+# does not JIT methods over 8000 bytes of bytecode unless told to, and interpreting it
+# made the ingest 2-3x slower (docs/spark.md). Applies where this process starts the JVM
+# (plain Python, local mode) and to executors; spark-submit's driver needs
+# --driver-java-options for local mode.
+JIT_HUGE = "-XX:-DontCompileHugeMethods"
+DEFAULTS = {"spark.driver.extraJavaOptions": JIT_HUGE,
+            "spark.executor.extraJavaOptions": JIT_HUGE}
+
+
+def _defaults():
+    # Under spark-submit the JVM is up and holds the user's settings: extend them.
+    import os
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return DEFAULTS
+    from pyspark import SparkConf, SparkContext
+    SparkContext._ensure_initialized()
+    have = SparkConf()
+    out = {}
+    for k, v in DEFAULTS.items():
+        cur = have.get(k, "")
+        out[k] = cur if v in cur else (cur + " " + v).strip()
+    return out
 
 
 def get_spark(master=None, conf=None, app=APP_NAME):
@@ -11,7 +34,8 @@ def get_spark(master=None, conf=None, app=APP_NAME):
     Args:
       master: Spark master URL (e.g. "local[2]", "spark://host:7077"). None keeps what
         spark-submit configured, or PySpark's default (local[*]) when run as plain Python.
-      conf: dict of extra Spark settings (applied only when a new session is built).
+      conf: dict of extra Spark settings (applied only when a new session is built),
+        over DEFAULTS.
       app: application name.
     Returns:
       The SparkSession, with the SQL session time zone set to UTC.
@@ -20,7 +44,7 @@ def get_spark(master=None, conf=None, app=APP_NAME):
     b = SparkSession.builder.appName(app)
     if master:
         b = b.master(master)
-    for k, v in (conf or {}).items():
+    for k, v in dict(_defaults(), **(conf or {})).items():
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.conf.set("spark.sql.session.timeZone", SESSION_TZ)

@@ -19,7 +19,7 @@ import pytest
 from conftest import Server, tssb
 from tinyssb import bipf, crypto, entry
 from tssb import cli
-from tssb.context import Context
+from tssb.context import EVENT_FILE, Context
 
 STOP_S = 5.0         # a command must be gone this soon after Ctrl-C (it takes < 1 s)
 STARTUP_S = 30.0     # a subprocess has this long to get to the point of interest
@@ -94,7 +94,7 @@ def test_sigint_mid_sync_stops_at_once_and_keeps_the_store(home, tmp_path):
     r = tssb("store", "check", "--home", home)
     assert r.code == 0 and r.out.strip().endswith("ok"), r
     assert tssb("feeds", "--home", home).code == 0          # the next command works
-    events = [json.loads(l) for l in open(os.path.join(home, "logs", "events.jsonl"))]
+    events = [json.loads(l) for l in open(os.path.join(home, EVENT_FILE))]
     done = [e for e in events if e["event"] == "sync_done"]
     assert done and done[-1]["reason"] == "interrupted" and not done[-1]["ok"]
 

@@ -139,6 +139,7 @@ GOOD = {
     ("store", "check"): ["store check", "store check --json"],
     ("store", "restore"): ["store restore {tmp}/backup.db --home {tmp}/restored"],
     ("sync",): ["sync --peer {peer} --json"],
+    ("web",): ["web --port 0 --duration 0.5", "web --serial {port} --port 0 --duration 1"],
 }
 
 

@@ -221,7 +221,7 @@ def test_status_of_an_empty_home(tmp_path, capsys):
     code, out, err = tssb(capsys, "clock", "status", "--home", str(tmp_path / "e"))
     assert code == 0, err
     assert "feeds: 0" in out and "forks: 0 proof(s)" in out and "joins: 0" in out
-    assert not os.path.exists(str(tmp_path / "e" / "logs" / "events.jsonl"))
+    assert not os.path.exists(str(tmp_path / "e" / "logs" / "events.jsonl.live"))
 
 
 def test_store_db_needs_a_database():

@@ -109,3 +109,10 @@ def test_line_writer_terminates_lines():
     parts = text.split("\n")
     assert len(parts) == 3 and parts[2] == ""
     assert json.loads(parts[1])["wait_ms"] == 10
+
+
+def test_packet_id_is_the_sha256_prefix():
+    # SHA-256("abc") = ba7816bf8f01cfea 414140de...
+    assert eventlog.packet_id(b"abc") == "ba7816bf8f01cfea"
+    assert eventlog.packet_id(bytearray(b"abc")) == "ba7816bf8f01cfea"
+    assert len(eventlog.packet_id(b"")) == 16

@@ -132,3 +132,19 @@ def test_two_nodes_replicate_under_micropython(tmp_path):
 
 def test_two_nodes_replicate_under_cpython(tmp_path):
     _check_e2e(*_run_e2e(sys.executable, tmp_path))
+
+
+def test_serial_bridge_sends_rssi_and_snr_in_link_units():
+    # the lora drivers' RxPacket carries SNR in quarter dB, which is the link's unit too:
+    # passed through unscaled (an earlier version multiplied it by 4 once more)
+    from tinyssb import link
+    from tssbfw.bridge import SerialBridge
+
+    class Rx(bytearray):
+        rssi = -97
+        snr = -22          # -5.5 dB
+
+    out = []
+    SerialBridge(lambda n: None, out.append).on_radio_rx(bytes(range(20)), Rx(b"x"))
+    msgs = link.Decoder().feed(out[0])
+    assert msgs == [("rx", bytes(range(20)), -97, -22)]

@@ -38,6 +38,23 @@ def test_accept_checks_crc_and_lengths():
         ["bad_crc", "radio_crc", "frame_too_short", "frame_too_long"]
 
 
+def test_tx_and_rx_name_the_same_packet():
+    import hashlib
+    import lora
+    from tssb.sim.board import RxFrame
+    sender, receiver = Ev(), Ev()
+    pkt = bytes(range(40))
+    RadioPort(regions.plan("US915.a"), sender).sent(add_crc(pkt))
+    port = RadioPort(regions.plan("US915.a"), receiver)
+    port.accept(lora.RxPacket(add_crc(pkt), 0, -20, -90, True))   # a board: sender unknown
+    port.accept(RxFrame(add_crc(pkt), -90, 5.0, "node03"))        # the simulated channel
+    tx = sender.items[0][1]
+    rx1, rx2 = [f for e, f in receiver.items if e == "rx"]
+    assert tx["pkt"] == rx1["pkt"] == rx2["pkt"] == hashlib.sha256(pkt).hexdigest()[:16]
+    assert "src" not in rx1 or rx1["src"] is None
+    assert rx2["src"] == "node03"
+
+
 def test_kind_of():
     assert kind_of(b"\x61\x3d\xfa\x70\xc4\x7a\xba" + b"c" * 98) == "goset"
     assert kind_of(b"x" * 120) == "pkt120"

@@ -26,6 +26,25 @@ def rl_sync(A, B, cfg_a=None, cfg_b=None, tamper=None):
     return a, b
 
 
+def _spread_sets(common, a_only, b_only, seed):
+    """Like make_sets, but the differing elements are inserted first, at the old end of the
+    kept key order (no search may rely on newest-first order)."""
+    r = random.Random(seed)
+    a_extra = [r.randbytes(24) for _ in range(a_only)]
+    b_extra = [r.randbytes(24) for _ in range(b_only)]
+    both = [r.randbytes(24) for _ in range(common)]
+    from tssb.setu.setstate import ElementSet
+    A, B = ElementSet(), ElementSet()
+    for e in a_extra:
+        A.add(e)
+    for e in b_extra:
+        B.add(e)
+    for e in both:
+        A.add(e)
+        B.add(e)
+    return A, B
+
+
 def assert_union(A, B, a, b):
     assert a.finished and b.finished
     assert A.checksum == B.checksum and set(A.elements) == set(B.elements)
@@ -43,11 +62,12 @@ def test_union_property(common, a_only, b_only, seed):
     assert a.stats["profile"] == "rateless" and b.stats["profile"] == "rateless"
 
 
+@pytest.mark.parametrize("placement", [make_sets, _spread_sets])
 @pytest.mark.parametrize("shape", [(0, 0, 0), (50, 0, 0), (0, 7, 0), (0, 0, 7), (200, 1, 0),
                                    (200, 0, 1), (500, 5, 5), (400, 60, 0), (400, 0, 60),
                                    (300, 150, 150), (20, 300, 0), (20, 0, 300)])
-def test_difference_shapes(shape):
-    A, B = make_sets(*shape, seed=sum(shape))
+def test_difference_shapes(shape, placement):
+    A, B = placement(*shape, seed=sum(shape))
     a, b = rl_sync(A, B)
     assert_union(A, B, a, b)
     d = shape[1] + shape[2]
@@ -72,7 +92,7 @@ def test_round_trips_counted_by_both_ends():
 
 
 def test_own_keys_free_a_stalled_first_flight():
-    # Find sets whose first 18 symbols stall the plain peeling; the responder's search of its
+    # Find sets whose first symbols stall the plain peeling; the responder's search of its
     # own keys must then finish the decode in the first flight.
     for seed in range(60):
         A, B = make_sets(400, 5, 5, seed=seed)
@@ -87,6 +107,48 @@ def test_own_keys_free_a_stalled_first_flight():
     assert_union(A, B, a, b)
     assert b.stats["assisted"] > 0 and b.stats["symbols_sent"] == 0
     assert a.stats["round_trips"] == 2
+
+
+@pytest.mark.parametrize("placement", [make_sets, _spread_sets])
+def test_short_stream_recovered_by_the_own_key_search_in_two_round_trips(monkeypatch, placement):
+    # Force the responder to stream about 1.0 symbol per difference (plain peeling needs
+    # 1.35-1.7): the initiator's own-key search must finish the decode, no MORE exchange.
+    monkeypatch.setattr(RL, "STREAM_FACTOR", 1.0)
+    monkeypatch.setattr(RL, "estimate_difference", lambda obs, lo, hi: max(lo, 400))
+    recovered = 0
+    for seed in range(4):
+        A, B = placement(3000, 200, 200, seed)
+        a, b = rl_sync(A, B)
+        assert_union(A, B, a, b)
+        if a.stats["more_rounds"] == 0:
+            assert a.stats["round_trips"] == 2 and a.stats["assisted"] > 0
+            assert 0 < a.stats["search_tests"] <= RL.SEARCH_MAX_TESTS
+            recovered += 1
+    assert recovered >= 3
+
+
+def test_search_budget_bounds_the_work_and_falls_back_to_more(monkeypatch):
+    monkeypatch.setattr(RL, "STREAM_FACTOR", 1.0)
+    monkeypatch.setattr(RL, "estimate_difference", lambda obs, lo, hi: max(lo, 400))
+    A, B = make_sets(3000, 200, 200, seed=1)
+    cfg = Config(profile_id=C.PROFILE_RATELESS, rl_search_tests=50)
+    a, b = rl_sync(A, B, cfg)
+    assert_union(A, B, a, b)
+    assert a.stats["search_tests"] <= 50
+    assert a.stats["more_rounds"] >= 1 and a.stats["round_trips"] == 3
+
+
+def test_search_never_runs_below_its_reach():
+    # far too few symbols for the difference: the search declines at once (no tests)
+    A, B = make_sets(500, 100, 100, seed=3)
+    pa = A.rateless(RL.prefix_length(len(A)))
+    pb = B.rateless(RL.prefix_length(len(B)))
+    dec = codedsym.Decoder(CODEC, pb, 10 ** 5, 10 ** 5, B.has_rateless_key)
+    dec.add(0, pa.encode(0, 60))
+    assert not dec.done
+    assert RL.search_when_stalled(dec, pb, 10 ** 6, 200) == (0, 0)
+    found, tests = RL.own_key_search(dec, pb, 7, 200)
+    assert tests <= 7
 
 
 def test_stuck_candidates_match_the_mapping():
@@ -203,6 +265,8 @@ def test_symbols_that_never_decode_are_cut_off():
     # stream stays within a few times the sets' size
     assert e.value.reason in ("symbols never decode", "too many symbols")
     assert b.stats["symbols_sent"] <= 3 * (len(A) + len(B)) + 64
+    # junk makes the initiator search its own keys: within one operation's budget
+    assert a.stats["search_tests"] <= RATELESS.rl_search_tests
 
 
 def test_absurd_sizes_and_counts():
@@ -437,3 +501,27 @@ def test_tssb_sync_rateless_end_to_end(tmp_path, capsys):
         t.join(10)
     assert ca.store.front(cb.identity.public)[0] == 1
     assert cb.store.front(ca.identity.public)[0] == 3
+
+
+def test_a_peer_claiming_a_common_key_as_found_is_cut_off():
+    # R's second flight wants a key both sides hold, as if its decode had found it: the
+    # initiator peels a key that is not in the difference, and the operation ends with a
+    # stable reason, never with a wrong union.
+    A, B = make_sets(2000, 60, 60, seed=7)
+    A.rateless(RL.prefix_length(len(A)))
+    B.rateless(RL.prefix_length(len(B)))
+    common = next(k for k in A.rateless_keys() if B.has_rateless_key(k))
+
+    def lie(direction, msg):
+        if direction != "ba" or msg[2:4] != C.MSG_RL.to_bytes(2, "big"):
+            return [msg]
+        flags, secs = RL.parse(msg)
+        if not any(t == RL.SEC_RESIDUAL for t, _ in secs):     # the streamed F2
+            return [msg]
+        return _rl_msg([(RL.SEC_WANTS, common)] + secs, flags)
+
+    a = Reconciler(A, True, RATELESS)
+    b = Reconciler(B, False, Config())
+    with pytest.raises(SetuError) as e:
+        pump(a, b, lie)
+    assert e.value.reason in ("unrequested element", "symbols never decode", "too many symbols")

@@ -94,14 +94,18 @@ def _ibf(*keys):
     return f
 
 
+def _lists(f):
+    return list(f.count), list(f.ids), list(f.hashes)
+
+
 def test_draft_insert_remove_example():
     f = _ibf(0x0102)
-    assert (f.count, f.ids, f.hashes) == ([0, 1, 0, 1], [0, 0x0102, 0, 0x0102], [0, 0x4242, 0, 0x4242])
+    assert _lists(f) == ([0, 1, 0, 1], [0, 0x0102, 0, 0x0102], [0, 0x4242, 0, 0x4242])
     f.insert(0x0304)  # Figure 11
-    assert (f.count, f.ids, f.hashes) == ([1, 2, 0, 1], [0x0304, 0x0206, 0, 0x0102],
+    assert _lists(f) == ([1, 2, 0, 1], [0x0304, 0x0206, 0, 0x0102],
                                           [0x0101, 0x4343, 0, 0x4242])
     f.remove(0x0304)  # Figure 13
-    assert (f.count, f.ids, f.hashes) == ([0, 1, 0, 1], [0, 0x0102, 0, 0x0102], [0, 0x4242, 0, 0x4242])
+    assert _lists(f) == ([0, 1, 0, 1], [0, 0x0102, 0, 0x0102], [0, 0x4242, 0, 0x4242])
 
 
 def test_draft_decode_example():
@@ -113,8 +117,7 @@ def test_draft_subtract_example():
     # Figures 17-19. Counts and buckets 0, 2, 3 are as in the draft; the draft's bucket-1 sums
     # (0x1447, 0x9292, 0x1049, 0x5151) are additions, not XORs, so XOR values are asserted.
     d = _ibf(0x0304, 0x0102).subtract(_ibf(0x0102, 0x1345))
-    assert d.count == [1, 0, -1, 0]
-    assert d.ids == [0x0304, 0x0206 ^ 0x1247, 0x1345, 0]
-    assert d.hashes == [0x0101, 0x4343 ^ 0x1212, 0x5050, 0]
+    assert _lists(d) == ([1, 0, -1, 0], [0x0304, 0x0206 ^ 0x1247, 0x1345, 0],
+                         [0x0101, 0x4343 ^ 0x1212, 0x5050, 0])
     ok, pos, neg, _ = d.decode()
     assert ok and pos == [0x0304] and neg == [0x1345]

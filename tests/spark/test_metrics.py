@@ -19,9 +19,12 @@ def test_airtime_and_duty_cycle_per_node_hour(spark):
     sc.emit("a", 0, "tx", kind="entry", length=120, airtime_ms=100.0)
     sc.emit("a", 30 * 60000, "tx", kind="entry", length=120, airtime_ms=200.0)
     sc.emit("a", H + 15 * 60000, "tx", kind="goset", length=105, airtime_ms=50.0)
-    sc.emit("b", 5 * 60000, "tx", kind="entry", length=120, airtime_ms=36000.0)
+    sc.emit("b", 5 * 60000, "tx", kind="entry", length=120, airtime_ms=36000.0,
+            freq_khz=868100)
     sc.emit("b", 6 * 60000, "rx", kind="entry", length=120, airtime_ms=999.0)  # not a tx
     got = M.airtime_hourly(_ev(spark, sc))
+    assert [r["freq_khz"] for r in got.collect()] == [None, None, 868100]
+    got = got.drop("freq_khz")
     exp = spark.createDataFrame([
         ("a", HOUR0, 2, 300.0, 300.0 / H),
         ("a", HOUR0 + datetime.timedelta(hours=1), 1, 50.0, 50.0 / H),
@@ -34,10 +37,10 @@ def test_delivery_ratio_per_link(spark):
     sc = Scenario()
     p = {i: ("%x" % i) * 16 for i in range(1, 8)}
     sc.emit("a", 0, "tx", kind="entry", length=120, pkt=p[1], airtime_ms=1.0)
-    sc.emit("b", 100, "rx", kind="entry", length=120, pkt=p[1])
+    sc.emit("b", 100, "rx", kind="entry", length=120, pkt=p[1], rssi=-100.0, snr=2.0)
     sc.emit("c", 200, "rx", kind="entry", length=120, pkt=p[1], src="a")
     sc.emit("a", 20000, "tx", kind="entry", length=120, pkt=p[2], airtime_ms=1.0)
-    sc.emit("b", 20100, "rx", kind="entry", length=120, pkt=p[2])
+    sc.emit("b", 20100, "rx", kind="entry", length=120, pkt=p[2], rssi=-110.0, snr=-1.0)
     sc.emit("a", 40000, "tx", kind="entry", length=120, pkt=p[3], airtime_ms=1.0)
     sc.emit("c", 40000 + 15001, "rx", kind="entry", length=120, pkt=p[3])   # too late
     # p4 sent by b, then relayed by c: each rx goes to the latest tx before it.
@@ -56,6 +59,9 @@ def test_delivery_ratio_per_link(spark):
     sc.emit("d", 1000, "rx", kind="entry", length=120, pkt=p[7])
     sc.emit("a", 1000, "tx", kind="entry", length=120, airtime_ms=1.0)
     got = M.delivery(_ev(spark, sc))
+    sig = {(r["sender"], r["receiver"]): (r["rssi_mean"], r["snr_mean"]) for r in got.collect()}
+    assert sig[("a", "b")] == (-105.0, 0.5) and sig[("a", "d")] == (None, None)
+    got = got.drop("rssi_mean", "snr_mean")
     exp = spark.createDataFrame([
         ("a", "b", 5, 3, 0.6), ("a", "c", 5, 2, 0.4), ("a", "d", 5, 0, 0.0),
         ("b", "a", 2, 1, 0.5), ("b", "c", 2, 0, 0.0), ("b", "d", 2, 0, 0.0),
@@ -146,3 +152,30 @@ def test_compute_writes_every_table(spark, tmp_path):
     assert counts["replication"] == 0 and counts["sessions"] == 0
     assert [tuple(r) for r in M.read(spark, str(tmp_path / "m"), "drops").collect()] == \
         [("b", "bad crc", 2)]
+
+
+def test_syncs_pair_the_two_ends_of_each_sync(spark):
+    ka, kb, kc = "a" * 64, "b" * 64, "c" * 64
+    A, B, C = "host-" + ka[:12], "host-" + kb[:12], "host-" + kc[:12]
+    sc = Scenario()
+    # sync 1: A and B both log it (A first); A sent 100 bytes / 3 elements, got 900 / 7
+    sc.emit(A, 1000, "sync_done", proto="setu", peer=kb, ok=True, mode="full", rounds=2,
+            bytes_sent=100, bytes_recv=900, elements_sent=3, elements_recv=7,
+            duration_ms=80.0)
+    sc.emit(B, 1050, "sync_done", proto="setu", peer=ka, ok=True, rounds=2, bytes_sent=900,
+            bytes_recv=100, elements_sent=7, elements_recv=3, duration_ms=90.0)
+    # sync 2 of the same pair, ten minutes later, logged by B only, and failed
+    sc.emit(B, 600000, "sync_done", proto="setu", peer=ka, ok=False, bytes_sent=5,
+            bytes_recv=9, reason="timeout")
+    # the same hosts with another protocol at the same time: its own sync
+    sc.emit(A, 1010, "sync_done", proto="trdag", peer=kb, ok=True, bytes_sent=1, bytes_recv=2)
+    # A with C
+    sc.emit(C, 2000, "sync_done", proto="setu", peer=ka, ok=True, bytes_sent=40, bytes_recv=60)
+    rows = [r.asDict() for r in M.syncs(M.sessions(_ev(spark, sc))).collect()]
+    key = [(r["proto"], r["a"], r["b"], r["ends"], r["ok"], r["bytes_ab"], r["bytes_ba"])
+           for r in rows]
+    assert key == [("setu", A, B, 2, True, 100, 900), ("trdag", A, B, 1, True, 1, 2),
+                   ("setu", A, C, 1, True, 60, 40), ("setu", A, B, 1, False, 9, 5)]
+    first = rows[0]
+    assert (first["elements_ab"], first["elements_ba"], first["duration_ms"], first["mode"],
+            first["ts"]) == (3, 7, 90.0, "full", T0 + 1000)

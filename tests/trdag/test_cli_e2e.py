@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tssb import cli
-from tssb.context import Context
+from tssb.context import EVENT_FILE, Context
 from tssb.session import PeerPolicy, start_server
 from tssb.trdag.service import open_index
 
@@ -24,7 +24,7 @@ def tssb(capsys, *argv):
 def server_done(home, n, limit_s=20.0):
     """The server's sync_done events once it has logged n of them: the client's command
     returns when its own side is done, the server may still be storing the last data."""
-    path = os.path.join(home, "logs", "events.jsonl")
+    path = os.path.join(home, EVENT_FILE)
     end = time.monotonic() + limit_s
     while True:
         done = []

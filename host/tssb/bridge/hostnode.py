@@ -35,7 +35,8 @@ class HostNode:
         self.node = Node(store, identity=ident, timing=timing, follow=follow, feeds=feeds,
                          log=self._log if events is not None else None)
         self.ports = []
-        self.listeners = []   # function(port_name, direction, pkt, info) for `tssb listen`
+        self.listeners = []   # function(port_name, direction, pkt, info), before the node
+        self.watchers = []    # function(port_name, pkt, info), after the node handled it
         self.stats = {"rx": 0, "tx": 0}
         self._wake = None
 
@@ -60,7 +61,10 @@ class HostNode:
         name = getattr(port, "name", "?")
         for f in self.listeners:
             f(name, "rx", pkt, info)
-        for p in self.node.on_packet(pkt, self.clock()):
+        replies = self.node.on_packet(pkt, self.clock())
+        for f in self.watchers:
+            f(name, pkt, info)
+        for p in replies:
             self.broadcast(p)
 
     def broadcast(self, pkt):

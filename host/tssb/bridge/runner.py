@@ -25,8 +25,11 @@ class EventSink:
     board whose clock was not yet set (no "ts", or uptime-only) are stamped with `clock`.
     """
 
-    def __init__(self, path, clock=None):
-        self.path = path
+    def __init__(self, target, clock=None):
+        """Args: target: the host's event log (tssb.context.EventLog: rotation, locking)
+        or a file path; clock: function() -> Unix ms for unstamped lines."""
+        self.path = getattr(target, "path", target)
+        self._write_line = getattr(target, "write_line", None)
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.written = 0
         self.bad = 0
@@ -45,9 +48,12 @@ class EventSink:
         if not isinstance(ts, int) or ts < SYNCED_TS_MS:
             rec["ts"] = int(self.clock())
             line = json.dumps(rec)
-        with self._lock:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(line + "\n")
+        if self._write_line is not None:
+            self._write_line(line)
+        else:
+            with self._lock:
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(line + "\n")
         self.written += 1
 
 
@@ -74,7 +80,7 @@ def attach_board(h, ctx, resolve, on_event, baud=BAUD, on_state=None):
 
 async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_udp=False,
               udp_iface="0.0.0.0", udp_port=udp.PORT, duration=None, say=print, ble=(),
-              ble_factory=None):
+              ble_factory=None, web=None):
     """Run the bridge.
 
     Args:
@@ -87,6 +93,9 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
         say: progress output.
         ble: Bluetooth addresses of boards to keep connected to (bleak);
             ble_factory: a BleakClient stand-in (tests).
+        web: a view started once the ports are up and closed at the end
+            (tssb.web.view.WebView): object with async start(hostnode, board_port,
+            serial_link) and async close().
     Returns:
         dict of final counters.
     """
@@ -96,7 +105,7 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
     h = HostNode(ctx.store, ctx.identity, ctx.events)
     tasks = [asyncio.ensure_future(h.run())]
     sl = port = server = None
-    sink = EventSink(ctx.events.path, ctx.events.clock)
+    sink = EventSink(ctx.events, ctx.events.clock)
     if resolve is not None:
         port, sl = attach_board(h, ctx, resolve, sink, baud, _dedup(say))
     if ws_listen is not None:
@@ -112,6 +121,8 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
         say("udp multicast %s:%d on %s" % (udp.GROUP, udp_port, udp_iface))
     start = time.monotonic()
     try:
+        if web is not None:
+            await web.start(h, port, sl)
         while duration is None or time.monotonic() - start < duration:
             left = STATUS_EVERY_S if duration is None else min(
                 STATUS_EVERY_S, duration - (time.monotonic() - start))
@@ -126,6 +137,8 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
             sl.stop()
         if server is not None:
             server.close()
+        if web is not None:
+            await web.close()
     out = dict(h.stats)
     out["feeds"] = len(ctx.store.feeds())
     out["board_events"] = sink.written

@@ -12,12 +12,17 @@ Replies (server -> client), in request order:
                                    from its SEQ: records.record_len)
   "f" STATUS u8 FRONT u32
 The server certifies its own feed up to the newest entry before answering about it.
+Both ends wait at most PEER_TIMEOUT_S for the other: the server for the next request
+(then it ends the stream), the client for each reply (ServiceError "timeout").
 """
+import asyncio
+
 from tssb.certs.certlog import CertLog
 from tssb.certs.errors import CertError
 from tssb.certs.keys import ED25519
 from tssb.certs.records import Record, record_len
 from tssb.certs.recordstore import SqliteRecords
+from tssb.channel import PEER_TIMEOUT_S
 
 MAX_RECORDS = 64         # records per reply: < 64 * 1.2 KB, one channel message
 MAX_REQUESTS = 100000    # requests per stream; each costs O(log n) lookups
@@ -84,19 +89,26 @@ async def serve(channel, ctx, peer):
     """Session service entry point (contract 3): answer requests until the peer closes."""
     svc = Service(ctx)
     for _ in range(MAX_REQUESTS):
-        msg = await channel.recv()  # ChannelClosed ends the service
-        await channel.send(svc.handle(msg))
+        try:   # ChannelClosed ends the service; so does a peer silent for PEER_TIMEOUT_S
+            msg = await asyncio.wait_for(channel.recv(), PEER_TIMEOUT_S)
+            await asyncio.wait_for(channel.send(svc.handle(msg)), PEER_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            return
 
 
 class CertClient:
     """Client end of the "certs" stream."""
 
-    def __init__(self, channel):
+    def __init__(self, channel, timeout=None):
         self.ch = channel
+        self.timeout = PEER_TIMEOUT_S if timeout is None else timeout
 
     async def _ask(self, req, tag):
-        await self.ch.send(req)
-        rep = await self.ch.recv()
+        try:
+            await asyncio.wait_for(self.ch.send(req), self.timeout)
+            rep = await asyncio.wait_for(self.ch.recv(), self.timeout)
+        except asyncio.TimeoutError:
+            raise ServiceError("timeout")
         if len(rep) < 2 or rep[:1] != tag:
             raise ServiceError("bad_reply")
         if rep[1] != OK:

@@ -4,6 +4,7 @@ import sys
 
 from tssb.cli import EXIT_FAILURE, CliError, open_home, peer_address, run_async, \
     session_failure
+from tssb.session.budget import Limits, Pool
 
 
 def register(subparsers):
@@ -20,6 +21,11 @@ def register(subparsers):
                         "(GNUnet-identical IBFs)")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for any one message (default 60)")
+    p.add_argument("--max-unverified", type=int, default=Limits().session["unverified"],
+                   metavar="N",
+                   help="received elements held before they can be checked against their "
+                        "feed (default %(default)d; about 0.8 KiB each); a peer sending more "
+                        "is cut off")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=run)
 
@@ -37,17 +43,20 @@ def run(args):
     from tssb.setu.rateless_store import RatelessStoreSet
     from tssb.setu.tinyssb_elements import StoreSource
 
+    if args.max_unverified < 1:
+        raise CliError("--max-unverified must be at least 1")
+    budget = Pool(Limits(unverified=args.max_unverified)).budget()
     ctx = open_home(args)
     try:
         pid = {"gnunet": C.PROFILE_GNUNET, "tssb2": C.PROFILE_TSSB2,
                "rateless": C.PROFILE_RATELESS}[args.profile]
         if pid == C.PROFILE_RATELESS:   # persistent state: only what was appended is hashed
-            eset = RatelessStoreSet(ctx.store)
+            eset = RatelessStoreSet(ctx.store, budget)
             new = eset.refresh()
             print("local set: %d elements (%d new since the kept state); connecting to %s:%d"
                   % (len(eset), new, host, port), file=sys.stderr)
         else:
-            src = StoreSource(ctx.store)
+            src = StoreSource(ctx.store, budget)
             n = src.refresh()
             eset = src.eset
             print("local set: %d elements (entries and chunks); connecting to %s:%d"
@@ -59,7 +68,7 @@ def run(args):
                 st["state"], st["elements_sent"], st["elements_recv"]), file=sys.stderr)
 
         async def go():
-            sess = await session.connect(host, port, ctx)
+            sess = await session.connect(host, port, ctx, budget=budget)
             try:
                 ch = await sess.open_stream("setu")
                 ctx.events.emit("sync_start", proto="setu", peer=args.peer)

@@ -2,11 +2,15 @@
 
 A writer task drains an unbounded local outbox into the channel, so the reading loop
 never blocks on the channel's back-pressure while the peer is itself blocked sending.
+Every wait on the peer ends after `timeout` seconds with the reason "timeout" (a round in
+progress, or the peer taking one of our messages); only a converged session kept open for
+maintenance waits without one (the session's idle timeout bounds it). Each received
+message yields to the event loop once it is handled.
 """
 import asyncio
 import time
 
-from tssb.channel import ChannelClosed
+from tssb.channel import PEER_TIMEOUT_S, ChannelClosed
 from tssb.clock.errors import ClockError
 
 # Summary fields the `sync_done` event has (tinyssb.eventlog); the rest is for callers.
@@ -14,7 +18,8 @@ LOG_FIELDS = ("proto", "peer", "ok", "mode", "rounds", "bytes_sent", "bytes_recv
               "msgs_recv", "elements_sent", "elements_recv", "duration_ms", "reason")
 
 
-async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain=None):
+async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain=None,
+                   timeout=None):
     """Drive one end of a clock sync until both ends agree (or it fails).
 
     Args:
@@ -26,12 +31,15 @@ async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain
         maintain: optional asyncio.Queue; when given, keep the session open after
             convergence (maintenance, spec step 6): put any object when local events
             were added (starts a new round), None to end the session.
+        timeout: seconds to wait for the peer (default PEER_TIMEOUT_S).
     Returns:
         dict with the `sync_done` fields plus trips, joins_sent, joins_recv, forks_found
         (fork proofs found in arriving events), joins_made (our own new joins),
         chunks_sent and chunks_recv (side-chain chunks sent, and stored here).
     """
     proto = "clock"   # the event schema's protocol name; the mode goes into `mode`
+    if timeout is None:
+        timeout = PEER_TIMEOUT_S
     peer_hex = peer.hex() if isinstance(peer, (bytes, bytearray)) else str(peer)
     if events is not None:
         events.emit("sync_start", proto=proto, peer=peer_hex)
@@ -44,7 +52,7 @@ async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain
             msg = await outbox.get()
             if msg is None:
                 return
-            await channel.send(msg)
+            await asyncio.wait_for(channel.send(msg), timeout)
 
     wtask = asyncio.ensure_future(writer())
     try:
@@ -74,10 +82,16 @@ async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain
                         outbox.put_nowait(m)
                     continue
                 upd.cancel()
-            msg = await recv_task
+            done, _ = await asyncio.wait({recv_task}, timeout=timeout)
+            if not done:
+                recv_task.cancel()
+                machine.reason = "timeout"
+                raise ClockError("timeout", "no message for %g s" % timeout)
+            msg = recv_task.result()
             recv_task = None
             for m in machine.receive(msg):
                 outbox.put_nowait(m)
+            await asyncio.sleep(0)
         ok = True
     except ClockError as e:
         reason = e.reason

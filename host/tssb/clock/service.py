@@ -4,6 +4,9 @@ The client's HELLO names the mode; the server answers with a machine of the same
 its own data: feeds of `ctx.store`, threads and counters in the clock tables of
 `ctx.store.db`.
 """
+import asyncio
+
+from tssb.channel import PEER_TIMEOUT_S
 from tssb.clock.bloom import DEFAULT_K, DEFAULT_N
 from tssb.clock.driver import run_sync
 from tssb.clock.errors import ClockError
@@ -56,7 +59,11 @@ async def serve(channel, ctx, peer):
     Returns:
         the summary dict (also written to the event log).
     """
-    first = await channel.recv()
+    try:
+        first = await asyncio.wait_for(channel.recv(), PEER_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        channel.close()
+        return {"ok": False, "reason": "timeout"}
     events = getattr(ctx, "events", None)
     try:
         mode, n, k = parse_hello(first)
@@ -69,7 +76,9 @@ async def serve(channel, ctx, peer):
         finally:
             channel.close()
         return {"ok": False, "reason": e.reason}
+    machine.budget = getattr(channel, "budget", None)
     try:
         return await run_sync(channel, machine, first=first, events=events, peer=peer)
     finally:
+        machine.release()
         channel.close()

@@ -225,6 +225,9 @@ class SyncMachine:
         self.outstanding = set()  # hashes we asked for (or expect: the peer's root)
         self.pending = {}        # eid -> event waiting for its references
         self.pending_chunks = 0  # chunks those events carry
+        # tssb.session.budget.Budget or None: each pending event is charged to
+        # "unverified", one unit for it and one per chunk it carries (release(): at the end)
+        self.budget = None
         self.nodes_in = 0        # NODES messages received (REQC names them by number)
         self.nodes_out = 0       # NODES messages sent
         self.sent_children = {}  # our NODES number -> its children, until REQC or ENDR
@@ -893,6 +896,8 @@ class SyncMachine:
         if len(self.pending) >= MAX_PENDING or \
                 self.pending_chunks + len(ev.chunks) > MAX_PENDING_CHUNKS:
             raise ClockError("too_many_pending")
+        if self.budget is not None:
+            self.budget.take("unverified", 1 + len(ev.chunks))   # BudgetExceeded: cut off
         self.pending[ev.eid] = ev
         self.pending_chunks += len(ev.chunks)
         self.stats["pended"] += 1
@@ -902,7 +907,14 @@ class SyncMachine:
         ev = self.pending.pop(eid, None)
         if ev is not None:
             self.pending_chunks -= len(ev.chunks)
+            if self.budget is not None:
+                self.budget.give("unverified", 1 + len(ev.chunks))
         return ev
+
+    def release(self):
+        """The sync is over: return the budget charge of events still pending."""
+        if self.budget is not None:
+            self.budget.give("unverified", len(self.pending) + self.pending_chunks)
 
     def _accept(self, ev, final=False):
         """Insert a validated event (and any pending ones it unblocks). The repo's

@@ -15,11 +15,17 @@ bounded); the receiver grants units back as the application consumes whole messa
 Hence receive buffers never exceed WINDOW per stream and MAX_STREAMS streams per session;
 a peer that overruns its credit is a protocol error. MAX_MESSAGE <= WINDOW / 2 keeps one
 message always deliverable.
+
+What a peer can make us queue is charged to the session's Budget (budget.py): control
+frames waiting for a peer that does not read (CREDITs of one stream coalesce into one
+frame), and streams it opened (held until both ends closed and the service has ended).
+A queue past its limit cuts the peer off (`on_fail`); a stream past its limit is refused.
 """
 import asyncio
 
 from tssb.channel import ChannelClosed
 from tssb.session.boxstream import MAX_BODY
+from tssb.session.budget import BudgetExceeded, Pool
 from tssb.session.errors import ProtocolError, StreamRefused
 
 OPEN, ACCEPT, REFUSE, MORE, LAST, CREDIT, CLOSE = 1, 2, 3, 4, 5, 6, 7
@@ -85,6 +91,7 @@ class Stream:
         self.local_closed = False
         self.remote_closed = False
         self._dead = None                # reason once the session ended
+        self._holds = 0                  # holders of a peer-opened stream's budget charge (Mux.on_frame)
         self.sent_bytes = self.recv_bytes = self.sent_msgs = self.recv_msgs = 0
 
     # -- Channel interface -----------------------------------------------------------
@@ -122,7 +129,7 @@ class Stream:
         msg, cost = item
         self._consumed += cost
         if self._consumed >= GRANT_THRESHOLD or self._inbox.empty():
-            self._mux.send_control(CREDIT, self.sid, self._consumed.to_bytes(4, "big"))
+            self._mux.send_credit(self.sid, self._consumed)
             self._held -= self._consumed
             self._consumed = 0
         self.recv_bytes += len(msg)
@@ -137,6 +144,21 @@ class Stream:
             if not self._dead:
                 self._mux.send_control(CLOSE, self.sid)
             self._mux.maybe_forget(self)
+
+    @property
+    def budget(self):
+        """The session's Budget (budget.py), for services that hold what the peer sends."""
+        return self._mux.budget
+
+    def release(self):
+        """The service of a peer-opened stream has ended (see Mux.on_frame)."""
+        self._unhold()
+
+    def _unhold(self):
+        if self._holds > 0:
+            self._holds -= 1
+            if self._holds == 0:
+                self._mux.budget.give("streams")
 
     # -- driven by the mux -----------------------------------------------------------
 
@@ -186,16 +208,23 @@ class Mux:
         write: async function sending one frame (a box-stream body).
         initiator: True on the client (odd stream ids), False on the server.
         on_open: function(name, stream) -> None to accept or a reason string to refuse;
-            None refuses every incoming stream.
+            None refuses every incoming stream. An accepted stream stays charged to the
+            budget until the acceptor calls `stream.release()` and both ends closed it.
+        budget: the session's budget.Budget (default: one of a private Pool).
+        on_fail: function(BudgetExceeded) ending the session when a budget is exceeded
+            outside on_frame (default: raise it to the caller).
     """
 
-    def __init__(self, write, initiator, on_open=None):
+    def __init__(self, write, initiator, on_open=None, budget=None, on_fail=None):
         self._write = write
         self._on_open = on_open
+        self.budget = budget if budget is not None else Pool().budget()
+        self._on_fail = on_fail
         self._next_sid = 1 if initiator else 2
         self.streams = {}
         self._pending = {}   # sid -> (future, stream) awaiting ACCEPT/REFUSE
         self._control = []   # control frames queued by sync code, flushed by the writer
+        self._credits = {}   # sid -> units to grant: one queued CREDIT frame per stream
         self._control_ready = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self.closed_reason = None
@@ -204,14 +233,54 @@ class Mux:
         """Send one frame after any queued control frames (so an ACCEPT always precedes
         the service's first data, and credit is never held back behind data)."""
         async with self._write_lock:
-            while self._control:
-                await self._write(self._control.pop(0))
+            await self._flush()
+            await self._write(frame)
+
+    async def _flush(self):
+        # in order, then the coalesced credits (a CREDIT never precedes its stream's ACCEPT)
+        while self._control or self._credits:
+            if self._control:
+                frame = self._control.pop(0)
+            else:
+                sid = next(iter(self._credits))
+                frame = encode_frame(CREDIT, sid, self._credits.pop(sid).to_bytes(4, "big"))
+            self.budget.give("control_frames")
             await self._write(frame)
 
     def send_control(self, kind, sid, payload=b""):
-        """Queue a control frame from synchronous code (flush_control sends it)."""
-        self._control.append(encode_frame(kind, sid, payload))
+        """Queue a control frame from synchronous code (flush_control sends it).
+
+        A peer that makes us queue more than the budget allows (it does not read) is
+        cut off: on_fail, or BudgetExceeded raised when there is none.
+        """
+        if self._charge_control():
+            self._control.append(encode_frame(kind, sid, payload))
+            self._control_ready.set()
+
+    def send_credit(self, sid, units):
+        """Grant `units` of credit back on stream `sid` (merged with a queued grant)."""
+        if sid in self._credits:
+            units += self._credits[sid]
+        elif not self._charge_control():
+            return
+        self._credits[sid] = units
         self._control_ready.set()
+
+    def _charge_control(self):
+        if self.closed_reason:
+            return False
+        try:
+            self.budget.take("control_frames")
+        except BudgetExceeded as e:
+            self.fail(e)
+            return False
+        return True
+
+    def fail(self, exc):
+        """A budget was exceeded: end the session through on_fail (or raise)."""
+        if self._on_fail is None:
+            raise exc
+        self._on_fail(exc)
 
     async def flush_control(self):
         """Writer task body: send queued control frames as they appear, until the end."""
@@ -220,8 +289,7 @@ class Mux:
                 await self._control_ready.wait()
                 self._control_ready.clear()
                 async with self._write_lock:
-                    while self._control:
-                        await self._write(self._control.pop(0))
+                    await self._flush()
         except ChannelClosed:
             pass
 
@@ -258,20 +326,29 @@ class Mux:
 
     def maybe_forget(self, stream):
         if stream.local_closed and stream.remote_closed:
-            self.streams.pop(stream.sid, None)
+            if self.streams.pop(stream.sid, None) is stream:
+                stream._unhold()
 
     def on_frame(self, body):
-        """Handle one incoming frame. Raises: ProtocolError."""
+        """Handle one incoming frame. Raises: ProtocolError (BudgetExceeded included
+        when there is no on_fail)."""
+        if self.closed_reason:
+            return  # cut off while the rest of a read was being handled
         kind, sid, payload = decode_frame(body)
         if kind == OPEN:
             if sid in self.streams or (sid & 1) == (self._next_sid & 1):
                 raise ProtocolError("stream id", sid)
-            if len(self.streams) >= MAX_STREAMS:
-                self.send_control(REFUSE, sid, b"too many streams")
+            try:
+                self.budget.take("streams")
+            except BudgetExceeded as e:
+                reason = b"too many streams" if e.scope == "session" else b"server busy"
+                self.send_control(REFUSE, sid, reason)
                 return
             stream = Stream(self, sid, payload)
+            stream._holds = 2   # the stream table's entry and the service
             refusal = "no services here" if self._on_open is None else self._on_open(payload, stream)
             if refusal is not None:
+                self.budget.give("streams")
                 self.send_control(REFUSE, sid, refusal.encode("utf-8")[:MAX_REASON])
                 return
             self.streams[sid] = stream
@@ -312,3 +389,10 @@ class Mux:
             if not fut.done():
                 fut.set_exception(ChannelClosed(reason))
         self._pending.clear()
+        # Drop what we hold for the peer and our references to the session: without these
+        # cycles (mux <-> streams, mux <-> session) what a cut-off peer left in our buffers
+        # is freed at once, not at the next full garbage collection.
+        self.streams.clear()
+        self._control.clear()
+        self._credits.clear()
+        self._on_open = self._on_fail = None

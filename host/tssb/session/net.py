@@ -2,12 +2,15 @@
 and the multiplexer, and dispatching incoming streams to host services by name.
 """
 import asyncio
+import collections
 import importlib
 import logging
+import time
 
 from tssb.channel import ChannelClosed
 from tssb.session import shs
 from tssb.session.boxstream import BoxReader, BoxWriter
+from tssb.session.budget import BudgetExceeded, Pool, log_cut_off
 from tssb.session.errors import ProtocolError
 from tssb.session.mux import Mux
 from tssb.session.policy import HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, PeerPolicy
@@ -21,6 +24,7 @@ READ_SIZE = 64 * 1024      # bytes per socket read: bounds what one BoxReader.fe
 CLOSE_WAIT_S = 2.0         # our goodbye sent: how long to wait for the peer's
 END_GRACE_S = 5.0          # after a session ends, services may still finish its last messages
 DEFAULT_PORT = 8008        # the SSB convention for its TCP port
+LAG_TICK_S = 0.05          # loop-lag probe period: finer than the 100 ms stall we must see
 # Details of a refused client handshake (ProtocolError.reason stays "handshake refused").
 REFUSED_AT_HELLO = "the server did not accept our hello: it uses another network key"
 REFUSED_AT_AUTH = ("the server refused our key: it does not list us as a peer, or it is "
@@ -31,10 +35,13 @@ class Session:
     """An authenticated, encrypted connection carrying named streams.
 
     Attributes: peer (the remote's 32-byte Ed25519 key), initiator (True on the client),
-    bytes_sent / bytes_recv (wire bytes after the handshake), close_reason.
+    bytes_sent / bytes_recv (wire bytes after the handshake), close_reason, budget (what
+    the peer may make us hold: budget.Budget; exceeding it ends the session with the
+    reason "budget: <resource>").
     """
 
-    def __init__(self, reader, writer, keys, initiator, on_open=None, idle_timeout=IDLE_TIMEOUT):
+    def __init__(self, reader, writer, keys, initiator, on_open=None, idle_timeout=IDLE_TIMEOUT,
+                 budget=None):
         self.peer = keys.peer
         self.initiator = initiator
         self._reader = reader
@@ -42,13 +49,21 @@ class Session:
         self._box_w = BoxWriter(keys.send_key, keys.send_nonce)
         self._box_r = BoxReader(keys.recv_key, keys.recv_nonce)
         self._idle = idle_timeout
-        self.mux = Mux(self._write_body, initiator, on_open)
+        self.budget = budget if budget is not None else Pool().budget()
+        self.mux = Mux(self._write_body, initiator, on_open, self.budget, self.cut_off)
         self.bytes_sent = self.bytes_recv = 0
         self.close_reason = None
         self._done = asyncio.Event()
+        self.service_tasks = set()
+        self.services_running = collections.Counter()   # service name -> running streams
         self._tasks = [asyncio.create_task(self._read_loop()),
                        asyncio.create_task(self.mux.flush_control())]
-        self.service_tasks = set()
+
+    def _service_done(self, task, name):
+        self.service_tasks.discard(task)
+        self.services_running[name] -= 1
+        if self.close_reason and not self.service_tasks:
+            self.budget.close()
 
     async def _write_body(self, body):
         if self.close_reason:
@@ -73,6 +88,8 @@ class Session:
                 self.bytes_recv += len(data)
                 for body in self._box_r.feed(data):
                     self.mux.on_frame(body)
+                    if self.close_reason:
+                        return    # cut off (budget) while handling this read
                 if self._box_r.closed:
                     # the peer's goodbye: its own, or its answer to ours (close())
                     reason = "closed" if self._box_w.closed else "goodbye"
@@ -81,6 +98,9 @@ class Session:
         except asyncio.TimeoutError:
             reason = "idle timeout"
             await self._say_goodbye()   # a clean end: the peer sees a goodbye, not a reset
+        except BudgetExceeded as e:
+            self.cut_off(e)
+            return
         except ProtocolError as e:
             reason = "protocol error: " + e.reason
         except (ConnectionError, OSError, ChannelClosed):
@@ -97,11 +117,23 @@ class Session:
             except (ConnectionError, OSError, asyncio.TimeoutError):
                 pass
 
+    def cut_off(self, exc):
+        """End the session because the peer exceeded a budget (BudgetExceeded): logged,
+        and the socket closed at once (the peer has shown it does not read)."""
+        if self.close_reason:
+            return
+        log_cut_off(self.peer, exc.reason, str(exc))
+        self._end(exc.reason)
+        self.budget.close()     # its services' next take fails: they stop soon
+        self._writer.transport.abort()
+
     def _end(self, reason):
         if self.close_reason:
             return
         self.close_reason = reason
         self.mux.shutdown(reason)
+        if not self.service_tasks:
+            self.budget.close()     # else when the last service ends (_service_done)
         me = asyncio.current_task()
         for t in self._tasks:
             if t is not me:
@@ -199,7 +231,7 @@ async def server_handshake(reader, writer, network_key, seed, allows):
 
 
 async def connect(host, port, ctx, peer=None, network_key=None, timeout=HANDSHAKE_TIMEOUT,
-                  idle_timeout=IDLE_TIMEOUT):
+                  idle_timeout=IDLE_TIMEOUT, budget=None):
     """Open a session to a server.
 
     Args:
@@ -210,6 +242,8 @@ async def connect(host, port, ctx, peer=None, network_key=None, timeout=HANDSHAK
         network_key: override ctx.network_key.
         timeout: seconds for connecting plus the handshake.
         idle_timeout: seconds without incoming frames before the session ends.
+        budget: what the server may make us hold (budget.Budget; default: a private
+            Pool's, with the default Limits).
     Returns: Session.
     Raises:
         ValueError: no server key known. ProtocolError: handshake failed or refused.
@@ -230,7 +264,56 @@ async def connect(host, port, ctx, peer=None, network_key=None, timeout=HANDSHAK
     except BaseException:
         _close_quietly(writer)
         raise
-    return Session(reader, writer, keys, initiator=True, idle_timeout=idle_timeout)
+    return Session(reader, writer, keys, initiator=True, idle_timeout=idle_timeout, budget=budget)
+
+
+def _runqueue_s():
+    """Seconds this thread has spent runnable but waiting for a CPU (Linux schedstat), or
+    None where the kernel does not say."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class LagProbe:
+    """Measures how late the event loop runs a timer: a task sleeping LAG_TICK_S at a time
+    records how much later than asked it woke up.
+
+    `worst_ms`: the largest lateness since start (or the last `reset()`), and
+    `worst_runq_ms` how long, in that tick, the loop's thread waited for a CPU (the machine
+    was busy with other processes). `worst_stall_ms`: the largest of each tick's lateness
+    minus its wait for a CPU, i.e. what our process itself (our code, or a worker thread
+    holding the GIL) kept the loop from running; without schedstat, as `worst_ms`."""
+
+    def __init__(self, tick=LAG_TICK_S):
+        self.tick = tick
+        self.samples = 0
+        self._task = None
+        self.reset()
+
+    def start(self):
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self):
+        while True:
+            t0, q0 = time.monotonic(), _runqueue_s()
+            await asyncio.sleep(self.tick)
+            late = (time.monotonic() - t0 - self.tick) * 1000.0
+            q1 = _runqueue_s()
+            runq = (q1 - q0) * 1000.0 if q0 is not None and q1 is not None else 0.0
+            self.samples += 1
+            if late > self.worst_ms:
+                self.worst_ms, self.worst_runq_ms = late, runq
+            self.worst_stall_ms = max(self.worst_stall_ms, late - runq)
+
+    def reset(self):
+        self.worst_ms = self.worst_runq_ms = self.worst_stall_ms = 0.0
+
+    def stop(self):
+        if self._task is not None:
+            self._task.cancel()
 
 
 class SessionServer:
@@ -241,25 +324,51 @@ class SessionServer:
         policy: PeerPolicy; default: ctx's network key and peers table as allow-list.
         services: name -> module path (default SERVICES).
         log: optional function(str) told about sessions starting and ending.
+        limits: budget.Limits for every session and in total (default: the defaults).
+    Attributes: pool (budget.Pool: totals held, budgets exceeded), lag (LagProbe).
     """
 
-    def __init__(self, ctx, policy=None, services=None, log=None):
+    def __init__(self, ctx, policy=None, services=None, log=None, limits=None):
         self.ctx = ctx
         self.policy = policy or PeerPolicy.from_context(ctx)
         self.services = dict(SERVICES if services is None else services)
         self.sessions = set()
         self.failures = {}   # reason -> count (handshake failures), for status and tests
+        self.pool = Pool(limits)
+        self.lag = LagProbe()
         self._server = None
         self._log = log or (lambda text: None)
 
     async def start(self, host="127.0.0.1", port=DEFAULT_PORT):
         """Listen. Returns: the bound port (useful with port 0)."""
+        for modname in self.services.values():
+            # now, not at a peer's first stream: an import (numpy for the rateless SETU
+            # profile) holds the event loop for a tenth of a second or more
+            try:
+                importlib.import_module(modname)
+            except ImportError:
+                pass      # refused by name when a peer asks for it (_dispatch)
         self._server = await asyncio.start_server(self._handle, host, port)
+        self.lag.start()
         return self.port
 
     @property
     def port(self):
         return self._server.sockets[0].getsockname()[1]
+
+    def stats(self, reset_lag=False):
+        """A snapshot for status lines: sessions, streams, what the budgets hold in total,
+        budgets exceeded (reason -> count) and the worst loop lag (ms) since start, or
+        since the last call with reset_lag."""
+        out = {"sessions": len(self.sessions),
+               "streams": sum(len(s.mux.streams) for s in self.sessions),
+               "held": dict(self.pool.held), "exceeded": dict(self.pool.exceeded),
+               "loop_lag_max_ms": round(self.lag.worst_ms, 1),
+               "loop_lag_runq_ms": round(self.lag.worst_runq_ms, 1),
+               "loop_stall_max_ms": round(self.lag.worst_stall_ms, 1)}
+        if reset_lag:
+            self.lag.reset()
+        return out
 
     async def _handle(self, reader, writer):
         peername = writer.get_extra_info("peername") or ("?",)
@@ -281,7 +390,7 @@ class SessionServer:
             holder = []
             session = Session(reader, writer, keys, initiator=False,
                               on_open=lambda name, stream: self._dispatch(holder[0], name, stream),
-                              idle_timeout=self.policy.idle_timeout)
+                              idle_timeout=self.policy.idle_timeout, budget=self.pool.budget())
             holder.append(session)
             self.sessions.add(session)
             self._log("session %s from %s opened" % (session.peer.hex()[:16], peername[0]))
@@ -298,6 +407,8 @@ class SessionServer:
         modname = self.services.get(name)
         if modname is None:
             return "unknown service: %s" % name
+        if session.services_running[name] >= self.pool.limits.streams_per_service:
+            return "too many %s streams" % name
         try:
             module = importlib.import_module(modname)
         except ImportError:
@@ -305,24 +416,30 @@ class SessionServer:
         serve = getattr(module, "serve", None)
         if serve is None:
             return "service not implemented: %s" % name
-        task = asyncio.create_task(self._run_service(serve, stream, session.peer))
+        task = asyncio.create_task(self._run_service(serve, stream, session))
         session.service_tasks.add(task)
-        task.add_done_callback(session.service_tasks.discard)
+        session.services_running[name] += 1
+        task.add_done_callback(lambda t: session._service_done(t, name))
         return None
 
-    async def _run_service(self, serve, stream, peer):
+    async def _run_service(self, serve, stream, session):
         try:
-            await serve(stream, self.ctx, peer)
+            await serve(stream, self.ctx, session.peer)
         except ChannelClosed:
             pass
+        except BudgetExceeded as e:   # the peer made the service hold too much
+            session.cut_off(e)
         except Exception as e:  # a failing service ends its stream, never the server
             self.failures["service error"] = self.failures.get("service error", 0) + 1
             self.ctx.events.emit("drop", reason="service error: %s" % type(e).__name__, length=0)
+            _LOG.info("service %s failed: %s: %s", stream.name, type(e).__name__, e)
         finally:
             stream.close()
+            stream.release()
 
     async def close(self):
         """Stop listening and end every session with a goodbye."""
+        self.lag.stop()
         if self._server is not None:
             self._server.close()
         for s in list(self.sessions):
@@ -332,8 +449,8 @@ class SessionServer:
 
 
 async def start_server(ctx, host="127.0.0.1", port=DEFAULT_PORT, policy=None, services=None,
-                       log=None):
+                       log=None, limits=None):
     """Start a SessionServer. Returns: the running server (see `.port`, `.close()`)."""
-    server = SessionServer(ctx, policy, services, log)
+    server = SessionServer(ctx, policy, services, log, limits)
     await server.start(host, port)
     return server

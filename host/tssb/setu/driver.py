@@ -2,20 +2,36 @@
 
 Sending is decoupled from receiving through a local outbox task, so two ends that both
 produce long bursts (element floods, demand answers) never deadlock on the channel's
-back-pressure.
+back-pressure. What waits in the outbox is charged to the session budget
+("buffered_bytes"): a peer that keeps asking while it does not read is cut off. A full-set
+transfer waits there as one generator, built message by message as it is sent.
+
+Fairness: the heavy steps (strata estimators over our set, IBF decoding and building) run
+off the event loop through the budget's `offload`; every other message yields to the loop
+after it is handled, so one peer's burst never holds the loop for the others.
 """
 import asyncio
 import time
 
-from ..channel import ChannelClosed
+from tssb.channel import PEER_TIMEOUT_S, ChannelClosed
+from tssb.session.budget import offload
+
+from . import constants as C
 from .errors import SetuError
 from .machine import Reconciler
 
-DEFAULT_IDLE_TIMEOUT = 60.0   # seconds without a message before giving up (draft 8: purge)
+DEFAULT_IDLE_TIMEOUT = PEER_TIMEOUT_S  # seconds to wait for a message, or to send one
+# Messages whose handling may touch every element of our set or every bucket of an IBF
+# (or, for the rateless profile, peel coded symbols).
+HEAVY = frozenset((C.MSG_OPERATION_REQUEST, C.MSG_SE, C.MSG_SEC, C.MSG_IBF_LAST, C.MSG_RL))
+
+
+def _msg_type(buf):
+    return (buf[2] << 8) | buf[3] if len(buf) >= C.HEADER_SIZE else 0
 
 
 async def reconcile(channel, eset, initiator, config=None, progress=None,
-                    idle_timeout=DEFAULT_IDLE_TIMEOUT):
+                    idle_timeout=DEFAULT_IDLE_TIMEOUT, budget=None):
     """Run one SETU operation to completion.
 
     Args:
@@ -24,35 +40,62 @@ async def reconcile(channel, eset, initiator, config=None, progress=None,
         initiator: True for the side that sends the OPERATION_REQUEST.
         config: machine.Config (both ends must agree, see Config).
         progress: optional callable(stats dict) called every 256 messages.
-        idle_timeout: seconds to wait for any one message.
+        idle_timeout: seconds to wait for any one message from the peer, and for the
+            peer to take any one of ours.
+        budget: tssb.session.budget.Budget; default the channel's (`channel.budget`).
     Returns:
         dict: the machine's stats plus bytes_sent, bytes_recv, msgs_sent, msgs_recv,
         duration_ms, ok=True.
     Raises:
         SetuError: protocol abort (reason in .reason), timeout or peer closed.
+        BudgetExceeded: the peer made us hold more than the budget allows.
     """
+    if budget is None:
+        budget = getattr(channel, "budget", None)
     m = Reconciler(eset, initiator, config)
+    m.budget = budget
+    m.lazy_output = True
     t0 = time.monotonic()
     b0 = (channel.sent_bytes, channel.recv_bytes, channel.sent_msgs, channel.recv_msgs)
     outbox = asyncio.Queue()
     failure = []
 
+    def queue(items):
+        for item in items:
+            if budget is not None and isinstance(item, bytes):
+                budget.take("buffered_bytes", len(item))
+            outbox.put_nowait(item)
+
+    async def send(msg):
+        try:
+            await asyncio.wait_for(channel.send(msg), idle_timeout)
+        except asyncio.TimeoutError:
+            raise SetuError("timeout", "peer took no message for %.0f s" % idle_timeout)
+
     async def pump():
-        while True:
-            msg = await outbox.get()
-            if msg is None:
-                return
-            try:
-                await channel.send(msg)
-            except ChannelClosed:
-                failure.append(SetuError("peer closed"))
-                return
+        try:
+            while True:
+                item = await outbox.get()
+                if item is None:
+                    return
+                if isinstance(item, bytes):
+                    try:
+                        await send(item)
+                    finally:
+                        if budget is not None:
+                            budget.give("buffered_bytes", len(item))
+                else:
+                    for msg in item:
+                        await send(msg)
+        except ChannelClosed:
+            failure.append(SetuError("peer closed"))
+        except SetuError as e:
+            failure.append(e)
 
     sender = asyncio.ensure_future(pump())
     try:
         if initiator:
-            for msg in m.start():
-                outbox.put_nowait(msg)
+            queue(m.start())
         n = 0
         while not m.finished:
             if failure:
@@ -65,8 +108,11 @@ async def reconcile(channel, eset, initiator, config=None, progress=None,
             except ChannelClosed:
                 m.abort("peer closed")
                 raise SetuError("peer closed", "in state %s" % m.state)
-            for msg in m.receive(buf):
-                outbox.put_nowait(msg)
+            if _msg_type(buf) in HEAVY:
+                queue(await offload(budget, m.receive, buf))
+            else:
+                queue(m.receive(buf))
+                await asyncio.sleep(0)
             n += 1
             if progress is not None and n % 256 == 0:
                 progress(dict(m.stats, state=m.state))
@@ -77,6 +123,10 @@ async def reconcile(channel, eset, initiator, config=None, progress=None,
     finally:
         if not sender.done():
             sender.cancel()
+        while not outbox.empty():   # what was never sent is no longer held for the peer
+            item = outbox.get_nowait()
+            if budget is not None and isinstance(item, bytes):
+                budget.give("buffered_bytes", len(item))
     res = dict(m.stats)
     res.update(bytes_sent=channel.sent_bytes - b0[0], bytes_recv=channel.recv_bytes - b0[1],
                msgs_sent=channel.sent_msgs - b0[2], msgs_recv=channel.recv_msgs - b0[3],

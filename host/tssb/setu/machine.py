@@ -25,6 +25,12 @@ XOR of the hashes it sent), then the receiver's missing elements and FULL_DONE w
 union checksum.
 Profile `rateless`: after the OPERATION_REQUEST the Reconciler hands every message to a
 rateless.RatelessMachine (coded symbols instead of estimator and IBFs).
+
+Resources: IBF buckets are charged to the operation's budget (tssb.session.budget,
+"ibf_buckets") while held: a received IBF from its first slice until it is decoded, the
+local IBF built to decode it, and each IBF we build to send until it is serialised. With
+`lazy_output` set (the driver does), a full-set transfer is returned as one generator
+that builds each FULL_ELEMENT as the driver sends it, instead of a copy of the whole set.
 """
 import hashlib
 
@@ -103,6 +109,9 @@ class Config:
             extended on demand.
         rl_max_symbols: rateless: most symbols streamed or accepted in one operation.
         rl_max_more: rateless: extra exchanges after an undershoot before giving up.
+        rl_search_tests: rateless: checksum tests one operation spends searching its own
+            keys when peeling stalls (rateless.own_key_search).
+        rl_search_s: rateless: wall time after which that search stops (between passes).
     """
 
     def __init__(self, profile_id=C.PROFILE_TSSB2,
@@ -112,7 +121,8 @@ class Config:
                  pad_counters=False, compress_se=True, max_role_swaps=C.MAX_ROLE_SWAPS,
                  rl_first_symbols=RL.FIRST_SYMBOLS, rl_first_symbols_max=256,
                  rl_prefix=None, rl_max_symbols=RL.MAX_RL_SYMBOLS,
-                 rl_max_more=RL.MAX_MORE_ROUNDS):
+                 rl_max_more=RL.MAX_MORE_ROUNDS, rl_search_tests=RL.SEARCH_MAX_TESTS,
+                 rl_search_s=RL.SEARCH_MAX_SECONDS):
         if force not in (None, "full", "differential"):
             raise ValueError("force must be None, 'full' or 'differential'")
         self.profile_id = profile_id
@@ -132,6 +142,8 @@ class Config:
         self.rl_prefix = rl_prefix
         self.rl_max_symbols = rl_max_symbols
         self.rl_max_more = rl_max_more
+        self.rl_search_tests = rl_search_tests
+        self.rl_search_s = rl_search_s
 
 
 def _xor_hashes(hs):
@@ -144,9 +156,11 @@ def _xor_hashes(hs):
 class Reconciler:
     """One SETU operation over one ordered, reliable message stream."""
 
-    def __init__(self, eset, initiator, config=None):
+    def __init__(self, eset, initiator, config=None, budget=None):
         self.initiator = initiator
         self.cfg = config or Config()
+        self.budget = budget          # None: no accounting (in-memory tests, benchmarks)
+        self.lazy_output = False      # True: full transfers come back as one generator
         # A provider (rateless_store.StoreSets) builds the set for the profile in use only.
         self._provider = eset if hasattr(eset, "for_profile") else None
         if self._provider is not None and initiator:
@@ -215,6 +229,8 @@ class Reconciler:
                                 % (C.MSG_NAMES.get(msg.type), self.state))
             out = []
             getattr(self, name)(msg, out)
+            if not self.lazy_output:
+                out = [m for item in out for m in ((item,) if isinstance(item, bytes) else item)]
             return out
         except SetuError as e:
             self.state = ERROR
@@ -247,17 +263,30 @@ class Reconciler:
         if self.eset.check is not None and not self.eset.check(data):
             raise SetuError("element rejected by application check")
 
+    def _take_ibf(self, n):
+        if self.budget is not None:
+            self.budget.take("ibf_buckets", n)
+
+    def _give_ibf(self, n):
+        if self.budget is not None:
+            self.budget.give("ibf_buckets", n)
+
     def _send_ibf(self, size, salt, out):
-        ibf = self.eset.ibf(self.profile, size, salt)
-        bits = counter_bits(ibf.count)
-        pad = self.cfg.pad_counters
-        per = max_buckets_per_message(bits, C.IBF_MSG_HEADER, pad)
-        off = 0
-        while off < size:
-            n = min(per, size - off)
-            last = off + n == size
-            out.append(M.ibf_slice(last, size, off, salt, bits, ibf.write_slice(off, n, bits, pad)))
-            off += n
+        self._take_ibf(size)
+        try:
+            ibf = self.eset.ibf(self.profile, size, salt)
+            bits = counter_bits(ibf.count)
+            pad = self.cfg.pad_counters
+            per = max_buckets_per_message(bits, C.IBF_MSG_HEADER, pad)
+            off = 0
+            while off < size:
+                n = min(per, size - off)
+                last = off + n == size
+                out.append(M.ibf_slice(last, size, off, salt, bits,
+                                       ibf.write_slice(off, n, bits, pad)))
+                off += n
+        finally:
+            self._give_ibf(size)
         self._salt = salt
         self._last_ibf_size = size
         self.stats["rounds"] += 1
@@ -336,7 +365,6 @@ class Reconciler:
         if mode == policy.FULL_LOCAL_FIRST:
             out.append(M.full_request(C.MSG_SEND_FULL, rsd, rss, lsd))
             self._send_all(out)
-            out.append(M.done(C.MSG_FULL_DONE, self.eset.checksum_bytes()))
             self._begin_full(FULL_SENDING)
         elif mode == policy.FULL_REMOTE_FIRST:
             out.append(M.full_request(C.MSG_REQUEST_FULL, rsd, rss, lsd))
@@ -348,16 +376,19 @@ class Reconciler:
     # -- full mode -----------------------------------------------------------------------
 
     def _send_all(self, out, skip=None):
-        et = self.eset.etype
-        n = 0
+        """Our elements not in `skip`, then FULL_DONE with our set's checksum (both fixed
+        now), as one generator item of `out`."""
         els = self.eset.elements
-        for h in sorted(els):  # hash order: random relative to the receiver's set (8.1.6)
-            if skip is not None and h in skip:
-                continue
-            out.append(M.full_element(et, els[h]))
-            n += 1
-        self.stats["elements_sent"] += n
-        return n
+        # hash order: random relative to the receiver's set (8.1.6)
+        todo = [h for h in sorted(els) if skip is None or h not in skip]
+        self.stats["elements_sent"] += len(todo)
+        out.append(self._full_elements(todo, M.done(C.MSG_FULL_DONE, self.eset.checksum_bytes())))
+
+    def _full_elements(self, hashes, done):
+        et, els = self.eset.etype, self.eset.elements
+        for h in hashes:
+            yield M.full_element(et, els[h])
+        yield done
 
     def _begin_full(self, state):
         self._full = dict(received=set(), rd=0, rf=0, lis=len(self.eset))
@@ -384,7 +415,6 @@ class Reconciler:
                           else "full_local_first")
         if msg.type == C.MSG_REQUEST_FULL:
             self._send_all(out)
-            out.append(M.done(C.MSG_FULL_DONE, self.eset.checksum_bytes()))
             self._begin_full(FULL_SENDING)
         else:
             self._begin_full(FULL_RECEIVING)
@@ -420,7 +450,6 @@ class Reconciler:
             if msg.checksum != _xor_hashes(f["received"]):
                 raise SetuError("final checksum mismatch")
             self._send_all(out, skip=f["received"])
-            out.append(M.done(C.MSG_FULL_DONE, self.eset.checksum_bytes()))
         else:
             if msg.checksum != self.eset.checksum_bytes():
                 raise SetuError("final checksum mismatch")
@@ -456,6 +485,7 @@ class Reconciler:
                 if size > most:
                     raise SetuError("implausible ibf", "size %d for sets of %d and %d"
                                     % (size, len(self.eset), self._remote_size))
+            self._take_ibf(size)
             self._rx_ibf = [IBF(prof, size), msg.salt, msg.bits, 0]
         rx = self._rx_ibf
         ibf, salt, bits, filled = rx
@@ -473,22 +503,31 @@ class Reconciler:
                 raise SetuError("bad ibf slice", "IBF complete without IBF_LAST")
             self.state = EXPECT_IBF_LAST
             return
-        self._rx_ibf = None
         self._salt = salt
         self._last_ibf_size = ibf.size
         if self.stats["mode"] is None:
             self.stats["mode"] = policy.DIFFERENTIAL
-        self._decode(ibf, out)
+        del ibf, rx   # _decode frees the table (and its charge) before any IBF it sends
+        self._decode(out)
 
-    def _decode(self, remote, out):
-        """Active decoding of local - remote; on failure a role swap (draft 5.2)."""
+    def _decode(self, out):
+        """Active decoding of local - remote (the IBF just received, self._rx_ibf); on
+        failure a role swap (draft 5.2)."""
         prof, salt = self.profile, self._salt
+        diff = self._rx_ibf[0]
+        self._rx_ibf = None
+        size = held = diff.size         # charged since its first slice
         self.state = ACTIVE
         self._reset_round()
-        local = self.eset.ibf(prof, remote.size, salt)
-        diff = local.subtract(remote)
-        lss, rss = len(self.eset), self._remote_size
-        ok, pos, neg, why = diff.decode(limit=min(remote.size, lss + rss))
+        try:
+            self._take_ibf(size)        # the local IBF, while it is subtracted
+            held += size
+            diff.subtract_from(self.eset.ibf(prof, size, salt))   # in place: local - remote
+            lss, rss = len(self.eset), self._remote_size
+            ok, pos, neg, why = diff.decode(limit=min(size, lss + rss))
+        finally:
+            diff = None
+            self._give_ibf(held)
         offers = []
         if ok:
             for k in pos:  # must be ours: a positive key we do not hold is a false decode
@@ -511,7 +550,7 @@ class Reconciler:
             self.stats["role_swaps"] += 1
             if self.stats["role_swaps"] > self.cfg.max_role_swaps:
                 raise SetuError("too many role swaps")
-            nxt = prof.next_size(remote.size)
+            nxt = prof.next_size(size)
             self._send_ibf(nxt, (salt + 1) & 0xFFFF, out)
             self.state = PASSIVE
             return

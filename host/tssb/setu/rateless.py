@@ -6,12 +6,15 @@ tinyssb.codedsym's with KEY 5 || CHK 3 bytes and no COUNT (rateless_prefix.CODEC
 
 Flights (I initiator, R responder; see docs/setu.md "Profile rateless"):
   F1 I->R  OPERATION_REQUEST, RL{SYMBOLS 0..k1, PROBES}
-  R subtracts its own symbols and peels.
+  R subtracts its own symbols and peels (and, if that stalls with a small difference, searches
+  its own keys: own_key_search).
    decoded:  F2 R->I  RL{DONE, ELEMENTS (R-only), WANTS (I-only keys)}
              F3 I->R  RL{ELEMENTS (wanted)}                     (only when R wanted any)
    not yet:  F2 R->I  RL{ELEMENTS, WANTS (what R decoded so far), RESIDUAL 0..k1,
                          SYMBOLS k1..m of R's own set}  with m from R's estimate of the
                          difference (PROBES), or KEYS (all of R's keys) when that is cheaper
+             I peels; if that stalls, I searches its own keys (own_key_search), which
+             decodes from ~0.9-1.1 symbols per difference instead of 1.35-1.7
              F3 I->R  RL{DONE, ELEMENTS (I-only), WANTS (R-only keys)}, or RL{MORE m2} when
                       I could not decode yet (one more exchange, counted in the stats)
              F4 R->I  RL{ELEMENTS (wanted)}                     (only when I wanted any)
@@ -21,6 +24,9 @@ the sender decoded everything) followed by sections TAG (1) || LEN (varint) || P
 Every bound comes from local configuration and local set sizes (Config.rl_*), never from
 what the peer declares beyond the byzantine upper bound; every abort is SetuError(reason).
 """
+import time
+from hashlib import sha256
+
 import numpy as np
 from tinyssb import bipf, codedsym
 from tinyssb.errors import WireError
@@ -29,7 +35,7 @@ from . import constants as C
 from . import messages as M
 from .errors import SetuError
 from .profiles import element_hash
-from .rateless_prefix import CODEC, KEY_LEN, SYMBOL_SIZE, element_key, stuck_candidates
+from .rateless_prefix import CODEC, KEY_LEN, SYMBOL_SIZE, candidate_pairs, element_key
 
 # Sections of an RL message.
 SEC_SYMBOLS = 1       # varint start || symbols
@@ -43,22 +49,39 @@ SEC_KEYS = 7          # all of the sender's keys (full-exchange fallback)
 FLAG_END = 1
 FLAG_DONE = 2
 
-FIRST_SYMBOLS = 18        # k1: decodes d <= ~10 in the first flight; d = 1 stays < 300 B
-PROBE_GROWTH = (11, 10)   # probe indices grow by 10 % from k1 to the prefix end
-PROBE_BITS = 2            # bits per probe: for ~25 bytes this estimated d best (simulated:
-                          # 10-90 % of d_est/d within 0.67-1.5 for d = 10..1000)
+FIRST_SYMBOLS = 17        # k1: decodes d = 10 in the first flight in ~95 % of runs (with the
+                          # responder's own-key search; 18: ~96 %), leaving bytes for probes
+PROBE_GROWTH = (53, 50)   # probe indices grow by 6 % from k1 (~27 bytes estimate d with a
+                          # spread of ~0.27 in log; 10 % and ~19 bytes: ~0.36) ...
+PROBE_DENSE_END = 8192    # ... to here (d up to ~4000), then
+PROBE_GROWTH_FAR = (2, 1) # doubling to the prefix end (d = 1 stays <= 300 B up to n = 10^6)
+PROBE_BITS = 2            # bits per probe: 1 to 8 bits carry about the same information
+                          # per byte (Fisher information of a probe of false-match rate 2^-b)
 PROBE_FALSE_EQUAL = 1 / (1 << PROBE_BITS)   # a differing symbol's probe matches by chance
-STREAM_FACTOR = 2.2       # symbols streamed per estimated difference (RIBLT needs 1.35-1.7
-                          # per difference; the rest covers the estimate's spread)
+STREAM_FACTOR = 1.5       # symbols streamed per estimated difference: plain peeling needs
+                          # 1.35-1.7 per difference, with the own-key search 0.9-1.1; the
+                          # estimate spreads 0.5-2x, and 3.3-3.6 per difference is the most
+                          # that stays under 2.0 x 32 d bytes (tuned over 120 seeds at
+                          # n = 10^4, factors 1.4-2.0)
 STREAM_EXTRA = 8
 DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 2000); extended on demand
 PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
 MAX_RL_SYMBOLS = 1 << 20  # most symbols one operation streams or accepts
 MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up ("symbols never decode")
-ASSIST_MAX_TESTS = 200000     # own-key tests when peeling stalls (~0.15 s of SHA-256 in CPython)
-ASSIST_MAX_STUCK = 64         # ... tried only while at most this many symbols are stuck
-ASSIST_MAX_LEFT = 16          # ... and the probes say at most this many keys are left
-ASSIST_PASSES = 3             # passes over the candidates (one O(n) filter in all)
+SEARCH_MAX_TESTS = 1 << 22    # checksum tests per operation's own-key searches (~0.6 us each
+                              # in CPython; at n = 10^6 a search near its limit, ~0.93
+                              # symbols per difference, needed up to 2.9 x 10^6)
+SEARCH_MAX_SECONDS = 2.0      # ... and wall time (checked between passes of <= 2^18 tests;
+                              # the driver runs RL messages in the session's worker thread)
+SEARCH_CHUNKS = 16            # a pass tests at most 1/16 of the budget, the symbols that
+SEARCH_MIN_CHUNK = 4096       # changed first (each resolve peels on), then untested ones
+SEARCH_MAX_PASSES = 96        # passes in all
+SEARCH_MIN_SYMBOLS = 0.75     # symbols per remaining key below which a search cannot succeed
+                              # (measured: none decoded below ~0.8)
+STREAM_ESTIMATE_POINTS = 512  # exact comparisons the initiator's estimate of d uses
+FIRST_SEARCH_MAX = 2          # R searches after the first flight while the probes say d <= 2 k1
+                              # (their estimate spreads 0.5-2x; beyond, a search cannot succeed)
+SEARCH_MAX_LOAD = 3           # test a key only at symbols holding about this many keys or fewer
 MAX_FLIGHT_SECTIONS = 4096    # sections buffered until a flight's END (honest: ~1 per message)
 MAX_FLIGHT_BYTES = 64 << 20   # bytes buffered until END: 8 MiB of symbols at MAX_RL_SYMBOLS
                               # plus the elements of a large difference
@@ -175,12 +198,14 @@ def prefix_length(n):
 
 
 def probe_indices(k1, m):
-    """Probe indices: k1, then growing by 10 %, below m."""
+    """Probe indices below m: k1, then growing by PROBE_GROWTH up to PROBE_DENSE_END (where
+    differences are common and the estimate sizes a stream) and by PROBE_GROWTH_FAR beyond."""
     out = []
     g = k1
     while g < m:
         out.append(g)
-        g = max(g + 1, g * PROBE_GROWTH[0] // PROBE_GROWTH[1])
+        num, den = PROBE_GROWTH if g < PROBE_DENSE_END else PROBE_GROWTH_FAR
+        g = max(g + 1, g * num // den)
     return out
 
 
@@ -228,47 +253,92 @@ def estimate_difference(observations, lo, hi):
     return int(max(lo, min(hi, ds[int(np.argmax(ll))])))
 
 
-def assist(dec, prefix, budget=ASSIST_MAX_TESTS):
-    """Help a stalled decoder with our own keys.
+def _residual_sums(dec):
+    """The decoder's difference symbols as uint64 (a copy: the decoder's buffer grows)."""
+    return np.frombuffer(bytes(dec.sums), dtype="<u8")
+
+
+def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
+    """Free a stalled decoder with our own keys (peeling with side information).
 
     A key only we hold that is still in the difference leaves every symbol it maps to
-    nonzero; removing it from one of them leaves a pure symbol when it shared it with one
-    other key. So: take our keys whose indices all hold nonzero symbols (one vectorised
-    pass), test them (one checksum per index, `budget` tests at most), newest first (what a
-    peer lacks is mostly what was appended last), in up to ASSIST_PASSES passes (a resolved
-    key can free another), and resolve those that uncover a pure symbol of a key we do not
-    hold. Returns the keys resolved.
+    nonzero, and where it shares a symbol with exactly one other key, taking it out leaves
+    that key pure. So: take the candidate keys (all their indices nonzero: one vectorised
+    walk over our keys), and test each at its indices where a symbol holds about
+    SEARCH_MAX_LOAD keys or fewer (index >= 2 r / load for the r keys still unfound of d_est;
+    the bound moves down as keys are found; a candidate's highest index always), sparsest
+    first: the rest must be one key, ours or the peer's, whose checksum matches and that maps
+    there (one SHA-256 per test).
+    Each hit is resolved (codedsym.Decoder.resolve), which peels on; passes of at most
+    max_tests / SEARCH_CHUNKS tests take the symbols that changed first (the peeling wave),
+    then pairs not tested yet, until none is left, `max_tests` checksum tests are spent or the
+    time.monotonic() `deadline` (checked between passes) has passed.
+    This brings the stream a decode needs from about 1.4-1.7 symbols per difference down
+    to about 0.9-1.1 (measured; docs/setu.md).
+
+    Returns:
+        (keys resolved, tests made).
     """
-    nonzero = np.array([not dec.is_zero(i) for i in range(dec.received)], dtype=bool)
-    if not 0 < int(nonzero.sum()) <= ASSIST_MAX_STUCK:
-        return 0
     items, seeds = prefix.keys_items()
-    cands = stuck_candidates(items, seeds, nonzero)[::-1]
+    if dec.done or not len(items) or max_tests <= 0:
+        return 0, 0
+
+    def lo_for(found):
+        return max(0, int(2 * (d_est - found) / SEARCH_MAX_LOAD) - 2)
+
+    lo0 = lo_for(d_est // 2)
+    _, pos, idx = candidate_pairs(items, seeds, _residual_sums(dec) != 0, lo0)
+    if not len(pos):
+        return 0, 0
+    order = np.argsort(-idx, kind="stable")
+    pos, idx = pos[order], idx[order]
+    always = idx < lo0                                # a candidate's top index: always tested
+    tested = np.zeros(len(pos), dtype=np.uint64)     # symbol value at the last test
+    gone = np.zeros(len(items), dtype=bool)          # keys resolved
     mask = (1 << (8 * KEY_LEN)) - 1
-    found = 0
-    for _ in range(ASSIST_PASSES):
-        progress = False
-        for p in cands:
-            if dec.done or budget <= 0:
-                return found
-            item = int(items[p])
-            key = (item & mask).to_bytes(KEY_LEN, "little")
-            idx = codedsym.indices(key, dec.received)
-            if key in dec._found or any(dec.is_zero(i) for i in idx):
-                continue
-            for i in idx:
-                budget -= 1
-                s = int.from_bytes(dec.sums[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE], "little")
-                rest = (s ^ item).to_bytes(SYMBOL_SIZE, "little")
-                other = rest[:KEY_LEN]
-                if CODEC.is_pure_sum(rest) and not dec.is_local(other) \
-                        and i in codedsym.indices(other, i + 1):
-                    found += dec.resolve(key, -1)
-                    progress = True
-                    break
-        if not progress:
+    found = tests = 0
+    chunk = max(SEARCH_MIN_CHUNK, max_tests // SEARCH_CHUNKS)
+    for _ in range(SEARCH_MAX_PASSES):
+        cur = _residual_sums(dec)[idx]
+        known = len(dec.remote_keys) + len(dec.local_keys)
+        live = (cur != 0) & ((idx >= lo_for(known)) | always) & ~gone[pos]
+        # symbols a resolve changed first (the peeling wave), then untested pairs
+        todo = np.concatenate((np.nonzero(live & (tested != 0) & (cur != tested))[0],
+                               np.nonzero(live & (tested == 0))[0]))
+        todo = todo[:min(chunk, max_tests - tests)]
+        if not len(todo):
             break
-    return found
+        tests += len(todo)
+        tested[todo] = cur[todo]
+        rb = (cur[todo] ^ items[pos[todo]]).astype("<u8").tobytes()
+        pure = [sha256(rb[o:o + KEY_LEN]).digest()[4:4 + CODEC.chk_len] == rb[o + KEY_LEN:o + 8]
+                for o in range(0, len(rb), 8)]
+        for t in np.nonzero(pure)[0]:
+            k = todo[t]
+            i = int(idx[k])
+            if int.from_bytes(dec.sums[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE], "little") \
+                    != int(cur[k]):
+                continue                  # changed since: tested again next pass
+            if i not in codedsym.indices(rb[8 * t:8 * t + KEY_LEN], i + 1):
+                continue                  # a false purity: the key does not map here
+            got = dec.resolve((int(items[pos[k]]) & mask).to_bytes(KEY_LEN, "little"), -1)
+            gone[pos[k]] = True
+            found += got
+            if dec.done:
+                return found, tests
+        if tests >= max_tests or deadline is not None and time.monotonic() > deadline:
+            break
+    return found, tests
+
+
+def search_when_stalled(dec, prefix, max_tests, d_est, deadline=None):
+    """Run own_key_search if the residual is within its reach: the received symbols are at
+    least SEARCH_MIN_SYMBOLS per key of the difference (d_est, estimated); tests start where
+    a symbol of the fresh difference holds about SEARCH_MAX_LOAD keys (index ~ 2 d / load).
+    Returns (keys resolved, tests made)."""
+    if dec.done or dec.received < SEARCH_MIN_SYMBOLS * d_est:
+        return 0, 0
+    return own_key_search(dec, prefix, max_tests, d_est, deadline)
 
 
 # -- the profile's state machine ---------------------------------------------------------
@@ -316,7 +386,9 @@ class RatelessMachine:
         self._given = set()         # keys whose elements we sent
         self._early_wants = []      # I: keys R wanted before it had decoded everything
         self._recv_keys = set()     # keys of elements received in this operation
-        stats.update(mode="rateless", profile="rateless", symbols_sent=0, symbols_recv=0, assisted=0,
+        self._raw = []              # (start, equal to ours per symbol) of symbols received
+        stats.update(mode="rateless", profile="rateless", symbols_sent=0, symbols_recv=0,
+                     assisted=0, search_tests=0,
                      prefix=self.prefix.m, prefix_extended=False, fallback=None, rounds=0,
                      flights=0, round_trips=0, more_rounds=0, estimate=None)
 
@@ -344,6 +416,17 @@ class RatelessMachine:
             if e.reason in ("too many symbols", "too many keys"):
                 raise SetuError("symbols never decode", str(e))
             raise SetuError("bad symbols", str(e))
+
+    def _search(self, d_est):
+        """Own-key search on a stalled decoder, within the configured budget."""
+        if self.dec.done:
+            return
+        st = self.stats
+        budget = self.cfg.rl_search_tests - st["search_tests"]
+        found, tests = search_when_stalled(self.dec, self.prefix, budget, d_est,
+                                           time.monotonic() + self.cfg.rl_search_s)
+        st["assisted"] += found
+        st["search_tests"] += tests
 
     def _ensure_prefix(self, m):
         if m > self.prefix.m:
@@ -500,12 +583,18 @@ class RatelessMachine:
         for start, data in symbols:
             if start != self.dec.received:
                 raise SetuError("bad symbols", "gap at %d" % start)
-            self._ensure_prefix(start + len(data) // SYMBOL_SIZE)
+            stop = start + len(data) // SYMBOL_SIZE
+            self._ensure_prefix(stop)
+            # which symbols differ before peeling: the exact observations of the estimator
+            self._raw.append((start, np.frombuffer(data, dtype="<u8")
+                              == self.prefix.sums[start:stop]))
             self._feed(self.dec.add, start, data)
             self.stats["symbols_recv"] += len(data) // SYMBOL_SIZE
 
     def _i_after_decode(self):
         dec = self.dec
+        if not dec.done:
+            self._search(self._stream_estimate())
         if not dec.done:
             self._more_rounds += 1
             self.stats["more_rounds"] = self._more_rounds
@@ -526,6 +615,19 @@ class RatelessMachine:
         self._wanted_by_me = set(wants)
         self.state = I_WAIT_ELEMENTS if wants else FINISHED
         return self._out(f, FLAG_END | FLAG_DONE)
+
+    def _stream_estimate(self):
+        """The difference's size from which received symbols were equal to ours (exact, so
+        far tighter than the probes'), for sizing the own-key search."""
+        if not self._raw:
+            return 0
+        idx = np.concatenate([np.arange(a, a + len(v)) for a, v in self._raw])
+        same = np.concatenate([v for _, v in self._raw])
+        step = max(1, len(idx) // STREAM_ESTIMATE_POINTS)
+        found = len(self.dec.remote_keys) + len(self.dec.local_keys)
+        hi = max(found + 1, 8 * self.dec.received)
+        return estimate_difference([(int(i), bool(e), 0.0) for i, e in
+                                    zip(idx[::step], same[::step])], found + 1, hi)
 
     def _i_on_more_symbols(self, flags, secs):
         self._only(secs, (SEC_SYMBOLS,))
@@ -599,10 +701,10 @@ class RatelessMachine:
             found = len(dec.remote_keys) + len(dec.local_keys)
             return found, estimate_difference(obs, found + 1, max(found + 1, self.n0 + rs))
 
-        if not dec.done:
-            found, d_est = estimate()
-            if d_est - found <= ASSIST_MAX_LEFT:   # a small remainder: our own keys may free it
-                self.stats["assisted"] = assist(dec, self.prefix)
+        if not dec.done:        # a small remainder: our own keys may free it
+            d_est = estimate()[1]
+            if d_est <= FIRST_SEARCH_MAX * k1:
+                self._search(0)     # few symbols: test every index
         f = Flight()
         if dec.done:
             self._send_elements(f, dec.local_keys)

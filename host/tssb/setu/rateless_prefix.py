@@ -35,6 +35,17 @@ def item_and_seed(key):
     return int.from_bytes(item, "little"), seed
 
 
+def _step(last, x):
+    """One step of codedsym.next_index for many keys at once: (next indices, next states)."""
+    x ^= (x << np.uint64(13)) & _M32
+    x ^= x >> np.uint64(17)
+    x ^= (x << np.uint64(5)) & _M32
+    # x < 2^32: the correctly rounded float64 root floors to isqrt(x) exactly (no integer
+    # square falls between a root and its rounding below 2^52), as codedsym's isqrt
+    s = np.sqrt(x.astype(np.float64)).astype(np.int64)
+    return last + ((2 * last + 3) * (65536 - s) + 2 * s - 1) // (2 * s), x
+
+
 def _apply(sums, items, seeds, lo, hi):
     """XOR every key (items[k], seeds[k]) into sums[i] for each of its indices lo <= i < hi."""
     if not len(items):
@@ -49,41 +60,64 @@ def _apply(sums, items, seeds, lo, hi):
                 np.bitwise_xor.at(sums, last[sel], it[sel])
         else:
             np.bitwise_xor.at(sums, last, it)
-        # one step of codedsym.next_index, for all keys at once
-        x ^= (x << np.uint64(13)) & _M32
-        x ^= x >> np.uint64(17)
-        x ^= (x << np.uint64(5)) & _M32
-        s = np.floor(np.sqrt(x.astype(np.float64))).astype(np.int64)
-        xi = x.astype(np.int64)
-        s -= (s * s > xi)
-        s += ((s + 1) * (s + 1) <= xi)
-        last = last + ((2 * last + 3) * (65536 - s) + 2 * s - 1) // (2 * s)
+        last, x = _step(last, x)
         keep = last < hi
         if not keep.all():
             last, x, it = last[keep], x[keep], it[keep]
 
 
-def stuck_candidates(items, seeds, nonzero):
-    """Positions of the keys all of whose indices below len(nonzero) fall on True entries of
-    `nonzero` (a key still in the difference leaves every symbol it maps to nonzero)."""
+def candidate_pairs(items, seeds, nonzero, lo=0):
+    """The keys that may still be in a difference, and where to test them.
+
+    A key still in the difference leaves every symbol it maps to nonzero, so the candidates
+    are the keys all of whose indices below len(nonzero) fall on True entries of `nonzero`.
+    Returns (ok, pos, idx): ok[k] is True for a candidate; (pos[j], idx[j]) are the pairs
+    (candidate position, one of its indices >= lo, and its highest index in any case),
+    from one vectorised walk over all keys.
+    """
     hi = len(nonzero)
-    ok = np.ones(len(items), dtype=bool)
+    ok = np.zeros(len(items), dtype=bool)
+    none = np.zeros(0, dtype=np.int64)
+    if not hi or not nonzero[0] or not len(items):
+        return ok, none, none
+    ok[:] = True
+    top = np.zeros(len(items), dtype=np.int64)      # highest index below hi
     pos = np.arange(len(items))
     last = np.zeros(len(items), dtype=np.int64)
     x = seeds.astype(np.uint64)
+    rec_p, rec_i = [], []
     while len(pos):
-        ok[pos] &= nonzero[last]
-        x ^= (x << np.uint64(13)) & _M32
-        x ^= x >> np.uint64(17)
-        x ^= (x << np.uint64(5)) & _M32
-        s = np.floor(np.sqrt(x.astype(np.float64))).astype(np.int64)
-        xi = x.astype(np.int64)
-        s -= (s * s > xi)
-        s += ((s + 1) * (s + 1) <= xi)
-        last = last + ((2 * last + 3) * (65536 - s) + 2 * s - 1) // (2 * s)
-        keep = (last < hi) & ok[pos]
-        pos, last, x = pos[keep], last[keep], x[keep]
-    return np.nonzero(ok)[0]
+        nxt, x = _step(last, x)
+        keep = nxt < hi
+        if not keep.all():
+            top[pos[~keep]] = last[~keep]          # leaving the range: its highest index
+            pos, nxt, x = pos[keep], nxt[keep], x[keep]
+        last = nxt
+        bad = ~nonzero[last]
+        if bad.any():
+            ok[pos[bad]] = False
+            good = ~bad
+            pos, last, x = pos[good], last[good], x[good]
+        sel = last >= lo
+        if sel.any():
+            rec_p.append(pos[sel])
+            rec_i.append(last[sel])
+    low = np.nonzero(ok & (top < lo))[0]             # tested at their top index only
+    if lo <= 0:
+        low = none
+    p = np.concatenate(rec_p + [low]) if rec_p else low
+    i = np.concatenate(rec_i + [top[low]]) if rec_i else top[low]
+    if lo <= 0:                                      # index 0 too
+        c = np.nonzero(ok)[0]
+        p, i = np.concatenate((p, c)), np.concatenate((i, np.zeros(len(c), dtype=np.int64)))
+    keep = ok[p]
+    return ok, p[keep], i[keep]
+
+
+def stuck_candidates(items, seeds, nonzero):
+    """Positions of the keys all of whose indices below len(nonzero) fall on True entries of
+    `nonzero` (a key still in the difference leaves every symbol it maps to nonzero)."""
+    return np.nonzero(candidate_pairs(items, seeds, nonzero, len(nonzero))[0])[0]
 
 
 class RatelessPrefix:

@@ -30,15 +30,17 @@ class RatelessStoreSet:
 
     Args:
         store: tssb.store.Store (SQLite, migration 2 applied).
+        budget: tssb.session.budget.Budget for received elements not yet in the store
+            (default: a private one, see StoreSource).
     """
 
     etype = ELEMENT_TYPE
     check = staticmethod(check_element)
 
-    def __init__(self, store):
+    def __init__(self, store, budget=None):
         self.store = store
         self.db = store.db
-        self._writer = StoreSource(store)
+        self._writer = StoreSource(store, budget)   # unverified elements charged to budget
         self._recv = set()            # hashes received in this process, not yet indexed
         row = self.store._one("SELECT state FROM setu_rl_state WHERE id = 1")
         self.loaded = row is not None
@@ -183,25 +185,32 @@ class StoreSets:
 
     `for_profile(pid)` returns a RatelessStoreSet (refreshed) for the rateless profile and the
     ElementSet of a refreshed StoreSource otherwise; `finish()` indexes what a rateless sync
-    received.
+    received; `release()` returns the budget charge of what never reached the store.
     """
 
-    def __init__(self, store):
+    def __init__(self, store, budget=None):
         self.store = store
+        self.budget = budget
         self.used = None
+        self._source = None       # the StoreSource writing what this operation receives
 
     def __len__(self):
         return self.store._one("SELECT COUNT(*) FROM entries")[0]
 
     def for_profile(self, pid):
         if pid == C.PROFILE_RATELESS:
-            self.used = RatelessStoreSet(self.store)
+            self.used = RatelessStoreSet(self.store, self.budget)
+            self._source = self.used._writer
             self.used.refresh()
             return self.used
-        src = StoreSource(self.store)
-        src.refresh()
-        return src.eset
+        self._source = StoreSource(self.store, self.budget)
+        self._source.refresh()
+        return self._source.eset
 
     def finish(self):
         if isinstance(self.used, RatelessStoreSet):
             self.used.refresh()
+
+    def release(self):
+        if self._source is not None:
+            self._source.release()

@@ -14,6 +14,9 @@ from .rateless_prefix import RatelessPrefix, element_key
 from .strata import StrataEstimator
 
 _IBF_CACHE = 4          # salt-0 IBF sizes kept up to date per profile
+_CACHE_FACTOR = 4       # ... only up to 4 buckets per element: honest IBFs are about twice
+                        # the difference, which our own set bounds; a size a peer picked
+                        # beyond that is built, used and dropped (its budget charge ends)
 _BASE_RATIO = 16        # tssb2 base IBF: 2^j >= n / 16 buckets per third
 
 
@@ -176,6 +179,8 @@ class ElementSet:
             ibf = self._ibfs.get((profile.pid, size))
             if ibf is None:
                 ibf = self._build(profile, size, 0)
+                if size > _CACHE_FACTOR * len(self.elements) + C.IBF_MIN_SIZE:
+                    return ibf
                 if len(self._ibfs) >= _IBF_CACHE:
                     self._ibfs.pop(next(iter(self._ibfs)))
                 self._ibfs[(profile.pid, size)] = ibf

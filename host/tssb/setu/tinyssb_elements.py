@@ -12,10 +12,20 @@ checked for shape on arrival and by hash when they are written, in order, after 
 ElementSet in step with a store (only entries and chunks added since the last refresh are
 hashed) and appends received entries and chunks to the store in order, holding early ones
 until their predecessors arrive; a chunk whose hash does not match is discarded.
+
+Every received element stays unverified (held in memory, charged to the budget's
+"unverified") until it is in the store: an entry once its predecessor chain reaches the
+store, a chunk once its hash matches its entry's chain. Those that never get there
+(orphans, forks, forged chunks) stay charged until `release()` at the end of the sync,
+so a peer cannot hold more than its budget however many elements it declared.
 """
+import contextlib
+
 from tinyssb import crypto
 from tinyssb import entry as tentry
 from tinyssb.errors import WireError
+
+from tssb.session.budget import Pool
 
 from .setstate import ElementSet
 
@@ -23,7 +33,6 @@ ELEMENT_TYPE = 0x7453           # "tS": our application element type for tinySSB
 ELEMENT_SIZE = 32 + 4 + 20 + 120
 CHUNK_ELEMENT_SIZE = 32 + 4 + 4 + 120
 MAX_CHUNKS = 1000               # as the core replica: longer side chains are not fetched
-MAX_PENDING = 100000            # received-but-not-yet-appendable elements kept in memory
 
 
 def mid_of(fid, seq, prev, pkt):
@@ -78,15 +87,19 @@ class StoreSource:
 
     Args:
         store: a feed store (shared/tinyssb/store.py interface).
+        budget: tssb.session.budget.Budget charged for unverified elements (default: one
+            of a private Pool with the default limits).
     """
 
-    def __init__(self, store):
+    def __init__(self, store, budget=None):
         self.store = store
+        self.budget = budget if budget is not None else Pool().budget()
         self.eset = ElementSet(ELEMENT_TYPE, check_element)
         self._cursor = {}     # fid -> (last seq added, its MID)
         self._pending = {}    # (fid, seq) -> entry element
         self._pchunks = {}    # (fid, seq, cnr) -> chunk
         self._chains = {}     # (fid, seq) -> chunks already in the set, for incomplete chains
+        self.unverified = 0   # received elements not (yet) in the store
         self.bad_chunks = 0
         self._loading = False
         self.eset.on_add.append(self._on_add)
@@ -130,19 +143,38 @@ class StoreSource:
                 self._chains[key] = have
         return n
 
+    def release(self):
+        """The sync is over: drop the elements that never reached the store (the next sync
+        offers them again) and return their charge. Also unhooks us from the set, so it is
+        freed as soon as the sync lets go of it (no cycle left for the garbage collector)."""
+        self.budget.give("unverified", self.unverified)
+        self.unverified = 0
+        self._pending.clear()
+        self._pchunks.clear()
+        if self._on_add in self.eset.on_add:
+            self.eset.on_add.remove(self._on_add)
+
+    def _stored(self):
+        self.unverified -= 1
+        self.budget.give("unverified")
+
     def _on_add(self, data, ehash):
         if self._loading:
             return
-        if len(self._pending) + len(self._pchunks) >= MAX_PENDING:
-            return  # still in the set; the next sync offers it again
-        if len(data) == CHUNK_ELEMENT_SIZE:
-            fid, seq, cnr, chunk = split_chunk_element(data)
-            self._pchunks[(fid, seq, cnr)] = chunk
-            self._flush_chunks(fid, seq)
-            return
-        fid, seq, prev, pkt = split_element(data)
-        self._pending[(fid, seq)] = data
-        self._flush(fid)
+        self.budget.take("unverified")   # BudgetExceeded ends the sync (and the session)
+        self.unverified += 1
+        # what this element lets us write goes in one transaction: one fsync, however
+        # long the chain it completes (an fsync each held the event loop for ~0.2 s)
+        begin = getattr(self.store, "transaction", contextlib.nullcontext)
+        with begin():
+            if len(data) == CHUNK_ELEMENT_SIZE:
+                fid, seq, cnr, chunk = split_chunk_element(data)
+                self._pchunks[(fid, seq, cnr)] = chunk
+                self._flush_chunks(fid, seq)
+                return
+            fid, seq, prev, pkt = split_element(data)
+            self._pending[(fid, seq)] = data
+            self._flush(fid)
 
     def _flush_chunks(self, fid, seq):
         """Write the chunks of (fid, seq) that now follow on from the store, checking each
@@ -160,6 +192,7 @@ class StoreSource:
                 self.bad_chunks += 1
                 break
             st.put_chunk(fid, seq, have, chunk)
+            self._stored()
             have += 1
             expect = bytes(chunk[100:])
 
@@ -173,6 +206,7 @@ class StoreSource:
                 break  # a fork: not ours to resolve here; keep the store linear
             mid = mid_of(fid, seq, prev, pkt)
             st.append(fid, seq, pkt, mid)
+            self._stored()
             top = seq
             if chain_length(pkt):
                 self._chains[(fid, seq)] = 0  # later chunks (e.g. via LoRa) join on refresh

@@ -29,10 +29,12 @@ class VirtualClock:
 
 class RxFrame(bytes):
     """A received frame with the attributes micropython-lib's RxPacket carries:
-    rssi in dBm, snr in quarter dB, valid_crc."""
+    rssi in dBm, snr in quarter dB, valid_crc; plus src, the sender's name, which only the
+    simulated channel knows (it goes into the rx event)."""
 
-    def __new__(cls, data, rssi, snr_db):
+    def __new__(cls, data, rssi, snr_db, src=None):
         self = bytes.__new__(cls, data)
+        self.src = src
         self.rssi = int(round(rssi))
         self.snr = int(round(snr_db * 4))
         self.valid_crc = True

@@ -96,8 +96,10 @@ class Simulator:
             sink = None
             name = "node%02d" % i
             if logdir is not None:
-                f = open(os.path.join(logdir, name + ".jsonl"), "w")
-                self._files.append(f)
+                # written as .jsonl.live, renamed to .jsonl when closed (docs/events.md)
+                final = os.path.join(logdir, name + ".jsonl")
+                f = open(final + ".live", "w")
+                self._files.append((f, final))
                 sink = lambda line, f=f: f.write(line + "\n")
             self.boards.append(Board(i, name, self.plan, self.clock,
                                      lambda k, r=r: r.randrange(k) if k > 1 else 0,
@@ -263,8 +265,9 @@ class Simulator:
             else:
                 self.now = self.clock.t = until
         finally:
-            for f in self._files:
+            for f, final in self._files:
                 f.close()
+                os.replace(f.name, final)
             self._files = []
         return self.summary()
 
@@ -388,7 +391,7 @@ class Simulator:
                 continue
             self.delivered += 1
             rb = self.boards[j]
-            rb.fw.on_rx(RxFrame(frame, rx.rssi, m.snr(rx.rssi)), now)
+            rb.fw.on_rx(RxFrame(frame, rx.rssi, m.snr(rx.rssi), b.name), now)
             self._reschedule(rb)
 
     # -- results -----------------------------------------------------------------------

@@ -5,12 +5,14 @@ real board (tssbfw.app): a NodeLink over the store, DeviceEvents whose lines go 
 link, the Firmware's four asyncio tasks (rx, tx, tick, host) and a SerialBridge on the
 console. Two things differ, both below the firmware: the console is the device end of
 an `os.openpty()` pair (the host opens `port_name` as it would /dev/ttyUSB0) and the
-radio is a `QuietModem` (a frame takes its airtime and reaches no one; nothing is heard).
+radio is a `QuietModem` (a frame takes its airtime and reaches no one; it hears only the
+frames `UsbBoard.hear()` hands it, as if a neighbour had sent them).
 The firmware loop runs in a thread with its own asyncio loop.
 
 `Pty` alone is the device end used by the bridge tests' board stand-in.
 """
 import asyncio
+import collections
 import os
 import threading
 import time
@@ -21,9 +23,11 @@ from tssbfw.bridge import SerialBridge
 from tssbfw.clock import Clock
 from tssbfw.corelink import NodeLink
 from tssbfw.events import DeviceEvents
+from tssb.sim.board import RxFrame
 
 WRITE_TIMEOUT_S = 2.0  # a host that stops reading must not hang the device thread
 RECV_IDLE_S = 0.2      # QuietModem.recv: how long "nothing heard" takes
+HEARD_MAX = 256        # frames handed to QuietModem.hear() and not yet received
 STOP_JOIN_S = 5.0
 
 
@@ -72,20 +76,42 @@ class Pty:
 
 class QuietModem:
     """The radio of a board alone on its channel: send() takes the frame's airtime,
-    recv() hears nothing. Same coroutine API as the lora-async drivers."""
+    recv() hears only what hear() was given. Same coroutine API as the lora-async drivers.
+    """
 
     def __init__(self, plan, scale=1):
         self.plan = plan
         self.scale = scale
         self.sent = 0
+        self._heard = collections.deque((), HEARD_MAX)
+        self._loop = None
+        self._wake = None
+
+    def hear(self, frame):
+        """Queue a received frame (an RxFrame: bytes with rssi, snr); any thread."""
+        self._heard.append(frame)
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:
+                pass    # the board was stopped
 
     async def send(self, frame):
         await asyncio.sleep(plan_airtime_ms(self.plan, len(frame)) / 1000 / self.scale)
         self.sent += 1
 
     async def recv(self, timeout_ms=None):
-        await asyncio.sleep(RECV_IDLE_S)
-        return None
+        if self._wake is None:
+            self._wake = asyncio.Event()
+            self._loop = asyncio.get_running_loop()
+        if not self._heard:
+            try:
+                await asyncio.wait_for(self._wake.wait(), RECV_IDLE_S)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+        return self._heard.popleft() if self._heard else None
 
 
 class UsbBoard:
@@ -135,6 +161,12 @@ class UsbBoard:
             pass
         finally:
             self._loop.close()
+
+    def hear(self, pkt, rssi=-90, snr_db=7.5):
+        """Let the board's radio receive `pkt` (framed with its CRC32, as on air) with
+        this signal, as if a neighbour sent it. Thread-safe."""
+        from tinyssb.frames import add_crc
+        self.modem.hear(RxFrame(add_crc(pkt), rssi, snr_db))
 
     def stop(self):
         """Stop the firmware loop and unplug (close the pty)."""

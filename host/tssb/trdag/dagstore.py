@@ -142,12 +142,16 @@ class Dag:
         index: MemDagIndex or SqliteDagIndex.
         feeds: optional feed store (contract 1) to mirror admitted entries into.
         max_pending: bound of the pending pool.
+        budget: optional tssb.session.budget.Budget: each parked message is charged to
+            "unverified" until admitted (its DAG checks cannot run before its children
+            are known); `release()` returns what is still parked when the sync ends.
     """
 
-    def __init__(self, index, feeds=None, max_pending=MAX_PENDING):
+    def __init__(self, index, feeds=None, max_pending=MAX_PENDING, budget=None):
         self.index = index
         self.feeds = feeds
         self.max_pending = max_pending
+        self.budget = budget
         self.pending = {}     # mid -> DagMsg waiting for children
         self._waiting = {}    # missing child mid -> [waiting mids]
 
@@ -170,6 +174,8 @@ class Dag:
         if missing:
             if len(self.pending) >= self.max_pending:
                 raise TrdagError("pending_full", self.max_pending)
+            if self.budget is not None:
+                self.budget.take("unverified")   # BudgetExceeded ends the session
             self.pending[msg.mid] = msg
             for c in missing:
                 self._waiting.setdefault(c, []).append(msg.mid)
@@ -177,6 +183,13 @@ class Dag:
         self._check(msg)
         self._admit(msg)
         return [msg] + self._release(msg.mid)
+
+    def release(self):
+        """The sync is over: drop the parked messages and return their charge."""
+        if self.budget is not None:
+            self.budget.give("unverified", len(self.pending))
+        self.pending.clear()
+        self._waiting.clear()
 
     def _check(self, msg):
         best = -1
@@ -197,6 +210,8 @@ class Dag:
                 if msg is None or any(not self.index.has(c) for c in msg.children):
                     continue
                 del self.pending[w]
+                if self.budget is not None:
+                    self.budget.give("unverified")
                 self._check(msg)
                 self._admit(msg)
                 done.append(msg)

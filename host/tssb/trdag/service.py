@@ -64,11 +64,13 @@ async def run_logged(channel, ctx, peer, session, progress=None):
 async def serve(channel, ctx, peer):
     """Answer one trDAG sync on `channel` (contract 3). peer: remote Ed25519 key."""
     index = open_index(ctx)
-    session = SyncSession(dagstore.Dag(index, ctx.store), initiator=False)
+    dag = dagstore.Dag(index, ctx.store, budget=getattr(channel, "budget", None))
+    session = SyncSession(dag, initiator=False)
     try:
         await run_logged(channel, ctx, peer, session)
     except TrdagError:
         pass            # reported to the peer (ABORT) and logged; the server goes on
     finally:
+        dag.release()
         channel.close()
         close_index(index)

@@ -1,0 +1,268 @@
+"""The HTTP and WebSocket side of `tssb web` (aiohttp).
+
+Routes:
+  GET  /                  the page (assets from this package: no CDN, works offline)
+  GET  /static/<file>     its script and style
+  GET  /api/state         everything the page shows, as JSON (also the first WS message)
+  GET  /api/posts         ?feed=HEX[&before=SEQ][&limit=N]: decoded posts, newest first
+  POST /api/post          {"text": "..."}: append to the host's feed (CSRF-protected)
+  GET  /ws                live updates (pkt, feeds, status, sync, gap), server -> browser
+
+Security (the mesh is untrusted; so is any other web page the user has open):
+- The page renders every string with textContent (never as HTML) and the server sends
+  a Content-Security-Policy allowing only its own script, so mesh text cannot run.
+- On loopback the Host header must name this server (a DNS-rebinding page cannot
+  reach it); bound beyond loopback, every request needs the access token printed at
+  start (`?token=` once, then an HttpOnly SameSite=Strict cookie).
+- POST and the WebSocket need an Origin equal to this server's; POST also needs the
+  per-run CSRF token the page got from /api/state (X-CSRF-Token header).
+- Request bodies are capped (MAX_BODY); browsers are bounded by the hub (MAX_CLIENTS,
+  CLIENT_QUEUE) and the socket's write buffer (WS_WRITE_LIMIT).
+"""
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import secrets
+
+from aiohttp import WSMsgType, web
+
+from tssb.web import feeds as feedsmod
+
+log = logging.getLogger("tssb.web")
+
+STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
+TOKEN_COOKIE = "tssb_web_token"
+CSRF_HEADER = "X-CSRF-Token"
+
+MAX_BODY = 16 * 1024          # a post request: the text and a little JSON
+# Longest post from the form: 2048 bytes is 21 side-chain chunks, ~4.3 s of airtime at
+# SF7/125 kHz, an eighth of an EU868 board's hourly 1 % budget (tssbfw.regions).
+MAX_POST_BYTES = 2048
+WS_WRITE_LIMIT = 64 * 1024    # bytes aiohttp buffers per socket before a send waits
+WS_MAX_IN = 4096              # the page sends nothing but pings; anything bigger is abuse
+HEARTBEAT_S = 20.0            # ping browsers; a dead one is closed after no pong
+SEND_TIMEOUT_S = 30.0         # a browser that accepts nothing for this long is dropped
+PAGE_BYTES = 256 * 1024       # text per /api/posts answer (posts may be 64 KiB each)
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
+def is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Guard:
+    """Who may talk to this server.
+
+    Args:
+        bind: the address served.  token: access token, or None (loopback only).
+    """
+
+    def __init__(self, bind, token=None):
+        self.loopback = is_loopback(bind)
+        if not self.loopback and not token:
+            raise ValueError("serving beyond loopback needs an access token")
+        self.token = token
+        self.csrf = secrets.token_urlsafe(24)
+        self.port = None   # set once listening
+
+    def host_ok(self, host):
+        if not self.loopback:
+            return True        # the token guards it; a proxy may use any name
+        return host in ("127.0.0.1:%d" % self.port, "localhost:%d" % self.port,
+                        "[::1]:%d" % self.port)
+
+    def origin_ok(self, request):
+        origin = request.headers.get("Origin")
+        return origin is not None and origin == "%s://%s" % (request.scheme, request.host)
+
+    def token_ok(self, request):
+        if self.token is None:
+            return True
+        got = request.cookies.get(TOKEN_COOKIE) or request.query.get("token") or ""
+        return hmac.compare_digest(got.encode(), self.token.encode())
+
+    def csrf_ok(self, request):
+        got = request.headers.get(CSRF_HEADER, "")
+        return self.origin_ok(request) and hmac.compare_digest(got.encode(), self.csrf.encode())
+
+
+def _error(status, message):
+    return web.json_response({"error": message}, status=status)
+
+
+def make_app(view, guard):
+    """The aiohttp application of a view (tssb.web.view.WebView)."""
+    assets = {}
+    for name in ("index.html",) + tuple(ASSETS):
+        with open(os.path.join(STATIC, name), "rb") as f:
+            assets[name] = f.read()
+
+    @web.middleware
+    async def protect(request, handler):
+        if not guard.host_ok(request.host):
+            resp = _error(421, "unknown host name")
+        elif not guard.token_ok(request):
+            resp = _error(401, "access token missing or wrong: open the URL tssb web printed")
+        elif guard.token is not None and "token" in request.query and request.method == "GET":
+            # first visit with ?token=: keep it in a cookie, drop it from the address bar
+            url = request.rel_url.with_query(
+                {k: v for k, v in request.query.items() if k != "token"})
+            resp = web.Response(status=302, headers={"Location": str(url)})
+            resp.set_cookie(TOKEN_COOKIE, guard.token, httponly=True, samesite="Strict",
+                            path="/")
+        else:
+            try:
+                resp = await handler(request)
+            except web.HTTPException as e:      # unknown route or method
+                resp = _error(e.status, e.reason)
+        if resp.prepared:      # a WebSocket: its headers are gone already
+            return resp
+        h = resp.headers
+        h["Content-Security-Policy"] = CSP
+        h["X-Content-Type-Options"] = "nosniff"
+        h["Referrer-Policy"] = "no-referrer"
+        h["X-Frame-Options"] = "DENY"
+        h.setdefault("Cache-Control", "no-store")
+        return resp
+
+    async def index(request):
+        return web.Response(body=assets["index.html"], content_type="text/html", charset="utf-8")
+
+    async def static(request):
+        name = request.match_info["name"]
+        if name not in ASSETS:
+            raise web.HTTPNotFound()
+        return web.Response(body=assets[name], content_type=ASSETS[name], charset="utf-8")
+
+    async def state(request):
+        out = view.state()
+        out["csrf"] = guard.csrf
+        return web.json_response(out)
+
+    async def posts(request):
+        q = request.query
+        try:
+            fid = bytes.fromhex(q.get("feed", ""))
+            before = int(q["before"]) if "before" in q else None
+            limit = int(q.get("limit", feedsmod.PAGE_DEFAULT))
+        except ValueError:
+            return _error(400, "feed must be 64 hex digits, before and limit integers")
+        if len(fid) != 32:
+            return _error(400, "feed must be 64 hex digits")
+        if before is not None and not 1 <= before <= feedsmod.SEQ_MAX + 1:
+            return _error(400, "before out of range")
+        if not 1 <= limit <= feedsmod.PAGE_MAX:
+            return _error(400, "limit must be 1..%d" % feedsmod.PAGE_MAX)
+        try:
+            page = view.feeds.page(fid, before, limit)
+        except KeyError:
+            return _error(404, "no such feed")
+        out, size = [], 0
+        for p in page:
+            size += len(p["text"])
+            if out and size > PAGE_BYTES:
+                break
+            out.append(p)
+        return web.json_response({"feed": fid.hex(), "posts": out})
+
+    async def post(request):
+        if not guard.csrf_ok(request):
+            return _error(403, "cross-site request refused")
+        if request.content_type != "application/json":
+            return _error(415, "send JSON")
+        try:
+            data = json.loads(await request.read())
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, "request too large")
+        except (ValueError, UnicodeError):
+            return _error(400, "not JSON")
+        text = data.get("text") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            return _error(400, "text missing")
+        try:
+            content = text.encode("utf-8")
+        except UnicodeError:
+            return _error(400, "text is not valid Unicode")
+        if not text.strip():
+            return _error(400, "nothing to post: the text is empty")
+        if len(content) > MAX_POST_BYTES:
+            return _error(413, "post too long: %d bytes, at most %d" % (len(content), MAX_POST_BYTES))
+        try:
+            seq = view.post(content)
+        except (ValueError, OSError) as e:
+            return _error(500, "cannot post: %s" % e)
+        return web.json_response({"fid": view.own_fid(), "seq": seq})
+
+    async def ws(request):
+        if not guard.origin_ok(request):
+            return _error(403, "cross-site WebSocket refused")
+        client = view.hub.add_client()
+        if client is None:
+            return _error(503, "too many browsers connected")
+        sock = web.WebSocketResponse(heartbeat=HEARTBEAT_S, max_msg_size=WS_MAX_IN,
+                                     compress=False, writer_limit=WS_WRITE_LIMIT)
+        try:
+            await sock.prepare(request)
+            client.offer(json.dumps(dict(view.state(), t="state", csrf=guard.csrf),
+                                    separators=(",", ":")))
+            pump = asyncio.ensure_future(_pump(sock, client))
+            try:
+                async for msg in sock:
+                    if msg.type == WSMsgType.ERROR:
+                        break
+            finally:
+                pump.cancel()
+        finally:
+            view.hub.remove_client(client)
+        return sock
+
+    app = web.Application(middlewares=[protect], client_max_size=MAX_BODY)
+    app.router.add_get("/", index)
+    app.router.add_get("/static/{name}", static)
+    app.router.add_get("/api/state", state)
+    app.router.add_get("/api/posts", posts)
+    app.router.add_post("/api/post", post)
+    app.router.add_get("/ws", ws)
+    return app
+
+
+async def _pump(sock, client):
+    try:
+        while True:
+            for text in await client.next():
+                await asyncio.wait_for(sock.send_str(text), SEND_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        log.info("browser stalled for %.0f s: closed", SEND_TIMEOUT_S)
+        await sock.close()
+    except (ConnectionError, RuntimeError):
+        pass    # the browser went away
+
+
+async def start(view, bind, port, token=None):
+    """Serve `view`; returns (AppRunner, Guard, actual port).
+
+    Raises: OSError when the address cannot be bound; ValueError without a token
+    beyond loopback.
+    """
+    guard = Guard(bind, token)
+    runner = web.AppRunner(make_app(view, guard), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, bind, port)
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    guard.port = runner.addresses[0][1]
+    return runner, guard, guard.port

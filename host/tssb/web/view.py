@@ -1,0 +1,291 @@
+"""`WebView`: the web view over one data directory, with or without a bridged board.
+
+Two ways to run (docs/web.md):
+- with the bridge in this process (`tssb web --serial [PORT]`): `tssb.bridge.runner.run`
+  starts the view with its host node and board port (`start(h, port, sl)`); every
+  packet is shown as the node handles it, with its feed, seq and fate; posts go out
+  through the node at once; the board's status gives the region plan and its limiter.
+- alone on the store (`tssb web`): feeds and posts from SQLite, polled; traffic from the
+  board event lines a `tssb bridge` in another process writes to the event log (DMX,
+  size, RSSI/SNR: feeds named where the entry is stored); a post is stored and goes out
+  when a bridge next runs on this home.
+In both, recent host syncs come from the event log (`tssb sync`, `tssb serve`).
+"""
+import asyncio
+import logging
+import time
+
+from tinyssb import entry, link
+
+from tssb.web import server
+from tssb.web.eventlog import POLL_S, Follower
+from tssb.web.feeds import FeedIndex
+from tssb.web.hub import Hub, wall_ms
+from tssb.web.traffic import Index, LogClassifier, Tap, handle_board_event
+
+log = logging.getLogger("tssb.web")
+
+DEFAULT_PORT = 8558
+FEEDS_TICK_S = 0.1       # how soon a stored entry reaches the feeds view
+FEEDS_POLL_S = 2.0       # full re-read of the store (other processes write to it too)
+STATUS_S = 1.0           # neighbours / GOSET / airtime pushed at most this often
+BOARD_STATUS_S = 5.0     # the board's STATUS (plan, limiter, queue) asked this often
+BOARD_TIMEOUT_S = 3.0
+TEXT_MAX = 128           # strings from the board or the event log kept at most this long
+
+SYNC_FIELDS = {"proto": str, "peer": str, "ok": bool, "mode": str, "reason": str,
+               "rounds": int, "bytes_sent": int, "bytes_recv": int, "msgs_sent": int,
+               "msgs_recv": int, "elements_sent": int, "elements_recv": int,
+               "duration_ms": float}
+STATUS_FIELDS = {"plan": str, "feeds": int, "queue": int, "duty_used_ms": float,
+                 "store_used": int, "now_ms": int}
+
+
+def _typed(rec, fields):
+    """The fields of rec that have the type the schema says, strings cut to TEXT_MAX."""
+    out = {}
+    for k, t in fields.items():
+        v = rec.get(k)
+        if isinstance(v, bool) != (t is bool):
+            continue
+        if t is float and isinstance(v, (int, float)):
+            out[k] = float(v)
+        elif t is int and isinstance(v, int):
+            out[k] = v
+        elif t is str and isinstance(v, str):
+            out[k] = v[:TEXT_MAX]
+        elif t is bool and isinstance(v, bool):
+            out[k] = v
+    return out
+
+
+def plan_limits(name):
+    """The region plan's name, rule and airtime budget, or None for an unknown plan."""
+    from tssbfw import regions
+    try:
+        p = regions.plan(name)
+    except ValueError:
+        return None
+    lim = p["limits"]
+    budget = lim["duty_permille"] * lim["window_ms"] // 1000 if lim["duty_permille"] else None
+    return {"name": name, "rule": p["rule"], "duty_permille": lim["duty_permille"],
+            "window_ms": lim["window_ms"], "budget_ms": budget, "dwell_ms": lim["dwell_ms"],
+            "sf": p["sf"], "bw": p["bw"], "freq": p["freq"]}
+
+
+class WebView:
+    """Args:
+        ctx: tssb.context.Context.
+        bind, port: where to serve (port 0: any free port).
+        token: access token (required beyond loopback).
+        plan: region plan name for the airtime budget when no board says it.
+        say: function(str) for the lines the user sees.
+    """
+
+    def __init__(self, ctx, bind="127.0.0.1", port=DEFAULT_PORT, token=None, plan=None,
+                 say=print, clock=wall_ms):
+        self.ctx = ctx
+        self.bind = bind
+        self.port = port
+        self.token = token
+        self.say = say
+        self.hub = Hub(clock, goset=self._goset)
+        self.index = Index(ctx.store)
+        self.feeds = FeedIndex(ctx.store, ctx.identity.public, self._missing, clock)
+        self.follower = Follower(ctx.events.path, self._log_event)
+        self.h = None
+        self.board_port = None
+        self.sl = None
+        self.url = None
+        self.runner = None
+        self.tasks = []
+        self._dirty = set()
+        self._backlog = False
+        self._rows = LogClassifier(self.index, lambda: self._goset()[1])
+        if plan is not None:
+            self.hub.board["plan"] = plan_limits(plan)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self, h=None, board_port=None, serial_link=None):
+        """Start serving; with the bridge's host node (and board) when given."""
+        self.h, self.board_port, self.sl = h, board_port, serial_link
+        if h is not None:
+            Tap(self.hub, self.index, self._mark).attach(h)
+        if board_port is not None:
+            sink = board_port.on_event
+
+            def on_event(line):
+                if sink is not None:
+                    sink(line)
+                handle_board_event(self.hub, line)
+            board_port.on_event = on_event
+        if not self.ctx.store.has_feed(self.ctx.identity.public):
+            self.ctx.store.add_feed(self.ctx.identity.public)   # listed and postable at once
+        for fid in self.ctx.store.feeds():
+            self.index.add_feed(fid)
+        self.feeds.refresh()
+        self._backlog = True      # the log's recent past: traffic and airtime before us
+        try:
+            self.follower.poll()
+        finally:
+            self._backlog = False
+        self.runner, guard, port = await server.start(self, self.bind, self.port, self.token)
+        host = "[%s]" % self.bind if ":" in self.bind else self.bind
+        self.url = "http://%s:%d/" % (host, port) + ("?token=" + self.token if self.token else "")
+        self.say("web view on %s" % self.url)
+        loops = [self._feeds_loop, self._status_loop, self._log_loop]
+        if board_port is not None:
+            loops.append(self._board_loop)
+        self.tasks = [asyncio.ensure_future(f()) for f in loops]
+
+    async def close(self):
+        for t in self.tasks:
+            t.cancel()
+        self.tasks = []
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+
+    async def run_alone(self, duration=None):
+        """Serve the store alone until cancelled or `duration` seconds."""
+        await self.start()
+        try:
+            if duration is None:
+                await asyncio.Event().wait()
+            else:
+                await asyncio.sleep(duration)
+        finally:
+            await self.close()
+
+    # -- what the page gets ----------------------------------------------------------
+
+    def own_fid(self):
+        return self.ctx.identity.public.hex()
+
+    def state(self):
+        out = self.hub.snapshot()
+        out["feeds"] = self.feeds.summaries()
+        out["me"] = {"fid": self.own_fid(), "node": self.ctx.events.node}
+        out["mode"] = "bridge" if self.h is not None else "alone"
+        return out
+
+    def post(self, content):
+        """Append to the host's feed; returns seq. Raises ValueError from the node."""
+        if self.h is not None:
+            seq = self.h.post(content)     # the node sends it on with its next claims
+        else:
+            seq = self._append_own(content)
+            self.index.add_stored(self.ctx.identity.public, seq)
+        self._mark(self.own_fid())
+        return seq
+
+    def _append_own(self, content):
+        """Author the next entry of our feed straight into the store (no node here: one
+        would read every feed first). A side chain goes in the same transaction."""
+        ident, store = self.ctx.identity, self.ctx.store
+        with store.transaction():
+            top, prev = store.front(ident.public)
+            au = entry.Author(ident.public, ident.sign, top, bytes(prev))
+            seq, pkt, mid, chunks = au.next(content)
+            store.append(ident.public, seq, pkt, mid)
+            for i, c in enumerate(chunks):
+                store.put_chunk(ident.public, seq, i, c)
+        self.ctx.events.emit("append", feed=ident.public.hex(), seq=seq, own=True)
+        return seq
+
+    # -- inputs ----------------------------------------------------------------------
+
+    def _goset(self):
+        if self.h is not None:
+            g = self.h.node.goset
+            return g.keys, g.state
+        keys = sorted(self.feeds.feeds)
+        acc = 0
+        for k in keys:
+            acc ^= int.from_bytes(k, "big")
+        return keys, acc.to_bytes(32, "big")
+
+    def _missing(self, fid):
+        if self.h is None:
+            return None
+        r = self.h.node.replicas.get(bytes(fid))
+        return None if r is None else sum(c.n - c.cnr for c in r.chains.values())
+
+    def _mark(self, fid_hex):
+        self._dirty.add(bytes.fromhex(fid_hex))
+
+    def _log_event(self, rec):
+        ev = rec["event"]
+        if ev == "sync_done":
+            r = _typed(rec, SYNC_FIELDS)
+            r["ts"] = rec["ts"] if isinstance(rec.get("ts"), int) else self.hub.clock()
+            self.hub.sync(r)
+        elif (self.h is None or self._backlog) and rec.get("node") != self.ctx.events.node:
+            # board lines a bridge wrote here: alone, from another process; with the
+            # bridge here, only those from before we started (later ones come live)
+            handle_board_event(self.hub, rec, rx_row=self._rows)
+
+    # -- loops -----------------------------------------------------------------------
+
+    async def _feeds_loop(self):
+        last_full = 0.0
+        while True:
+            await asyncio.sleep(FEEDS_TICK_S)
+            now = time.monotonic()
+            if now - last_full >= FEEDS_POLL_S:
+                last_full = now
+                self._dirty.clear()
+                changed = self.feeds.refresh()
+            elif self._dirty:
+                only, self._dirty = self._dirty, set()
+                changed = self.feeds.refresh(only)
+            else:
+                continue
+            if changed:
+                if self.h is None:     # alone: index what another process stored
+                    for s in changed:
+                        self.index.add_feed(bytes.fromhex(s["fid"]))
+                self.hub.publish("feeds", feeds=changed)
+
+    async def _status_loop(self):
+        last = None
+        while True:
+            await asyncio.sleep(STATUS_S)
+            if self.sl is not None:
+                self.hub.board["link"] = {
+                    "connected": self.sl.connected, "port": self.sl.port,
+                    "bytes_in": self.sl.bytes_in, "bytes_out": self.sl.bytes_out,
+                    "bad_frames": dict(self.sl.decoder.counters)}
+            st = self.hub.snapshot(traffic=False)
+            st.pop("syncs")
+            now = st.pop("now")
+            key = repr(st)
+            if key != last:
+                last = key
+                self.hub.publish("status", now=now, **st)
+
+    async def _log_loop(self):
+        while True:
+            await asyncio.sleep(POLL_S)
+            self.follower.poll()
+
+    async def _board_loop(self):
+        port = self.board_port
+        while True:
+            hello = port.device
+            if hello is not None:
+                self.hub.board["hello"] = _typed(hello, {"name": str, "fid": str, "board": str,
+                                                         "fw": str})
+            if hello is not None and self.sl is not None and self.sl.connected:
+                try:
+                    st = await port.request(link.status_request, BOARD_TIMEOUT_S)
+                except (asyncio.TimeoutError, RuntimeError) as e:
+                    log.info("board status: %r", e)
+                else:
+                    if isinstance(st, dict):
+                        self.hub.board["status"] = _typed(st, STATUS_FIELDS)
+                        name = self.hub.board["status"].get("plan")
+                        if name:
+                            self.hub.board["plan"] = plan_limits(name)
+            await asyncio.sleep(BOARD_STATUS_S)
