@@ -121,39 +121,46 @@ def _junk(r, claims):
     return GOSET_DMX + b"n" + r.randbytes(32)
 
 
-def _copy(junk, per_step, targets, seed=3):
-    """Copy a 100-entry feed from a to b while `per_step` junk packets reach each of
-    `targets` (indices into [a, b]) before every step. Returns (ms, complete, b, bus)."""
-    a, b = _author(seed, 100), _node(seed + 1)
-    nodes = [a, b]
-    bus = Bus(nodes)
+def _run(bus, victims, make, junk, rate, seed):
+    """Step `bus` until its nodes' stores agree while, before every step, `rate` packets
+    from make(r, victim) reach each of `victims`, `junk` in all. Returns (ms, complete,
+    sent)."""
     r = random.Random(seed + 7)
     sent = 0
     t = 0
     while t < LIMIT_MS:
         t += STEP_MS
-        k = per_step(t)
-        for _ in range(k):
+        for _ in range(rate):
             if sent >= junk:
                 break
-            p = _junk(r, True)
-            for i in targets:
-                nodes[i].on_packet(p, t)
+            for v in victims:
+                v.on_packet(make(r, v), t)
             sent += 1
         bus.step(t)
-        if same_stores(nodes):
-            return t, True, b, bus, sent
-    return t, False, b, bus, sent
+        if same_stores(bus.nodes):
+            return t, True, sent
+    return t, False, sent
+
+
+def _copy(junk, rate, targets, seed=3):
+    """Copy a 100-entry feed from a to b while `rate` junk packets reach each of
+    `targets` (indices into [a, b]) before every step. Returns (ms, complete, b, bus,
+    sent)."""
+    a, b = _author(seed, 100), _node(seed + 1)
+    bus = Bus([a, b])
+    t, ok, sent = _run(bus, [[a, b][i] for i in targets], lambda r, v: _junk(r, True), junk,
+                       rate, seed)
+    return t, ok, b, bus, sent
 
 
 def junk_replication(args):
-    t0, ok0, _, _, _ = _copy(0, lambda t: 0, [])
+    t0, ok0, _, _, _ = _copy(0, 0, [])
     emit(bench="hostile", case="junk_replication", junk=0, complete=ok0, time_s=t0 / 1000)
     steps = max(1, t0 // STEP_MS)
     for name, targets in (("copying node", [1]), ("both nodes", [0, 1])):
         w0 = time.perf_counter()
         rate = -(-args.junk // steps)
-        t, ok, b, bus, sent = _copy(args.junk, lambda t: rate, targets)
+        t, ok, b, bus, sent = _copy(args.junk, rate, targets)
         emit(bench="hostile", case="junk_replication", junk=sent, junk_reaches=name,
              complete=ok, time_s=t / 1000, ratio=round(t / t0, 2), bound=TIME_BOUND,
              ok=ok and t <= TIME_BOUND * t0, goset=len(b.goset),
@@ -206,35 +213,21 @@ def _forged_ext(r, victim):
     return X.DMX + b"r" + (ext.tag or bytes(2)) + (1 + r.randrange(200)).to_bytes(2, "big") + b"\x06"
 
 
-def _line_copy(junk, seed=3):
-    """a's 100-entry feed to c over b (a - b - c) while `junk` forged extension packets
-    reach b, spread over the clean run's time. Returns (ms, complete, b, c, sent)."""
+def _line_copy(junk, rate, seed=3):
+    """a's 100-entry feed to c over b (a - b - c) while `rate` forged extension packets
+    reach b before every step, `junk` in all. Returns (ms, complete, b, c, sent)."""
     a, b, c = _author(seed, 100), _node(seed + 1), _node(seed + 2)
-    nodes = [a, b, c]
-    bus = Bus(nodes, links={(0, 1), (1, 2)})
-    r = random.Random(seed + 7)
-    rate = junk[1] if junk else 0
-    sent = 0
-    t = 0
-    while t < LIMIT_MS:
-        t += STEP_MS
-        for _ in range(rate):
-            if sent >= junk[0]:
-                break
-            b.on_packet(_forged_ext(r, b), t)
-            sent += 1
-        bus.step(t)
-        if same_stores(nodes):
-            return t, True, b, c, sent
-    return t, False, b, c, sent
+    bus = Bus([a, b, c], links={(0, 1), (1, 2)})
+    t, ok, sent = _run(bus, [b], _forged_ext, junk, rate, seed)
+    return t, ok, b, c, sent
 
 
 def ext_flood(args):
-    t0, ok0, _, _, _ = _line_copy(None)
+    t0, ok0, _, _, _ = _line_copy(0, 0)
     emit(bench="hostile", case="ext_flood", junk=0, complete=ok0, time_s=t0 / 1000)
     w0 = time.perf_counter()
     rate = -(-args.junk // max(1, t0 // STEP_MS))
-    t, ok, b, c, sent = _line_copy((args.junk, rate))
+    t, ok, b, c, sent = _line_copy(args.junk, rate)
     fid = _author(3, 0).author.fid
     emit(bench="hostile", case="ext_flood", junk=sent, junk_reaches="middle node",
          complete=ok, time_s=t / 1000, ratio=round(t / t0, 2),

@@ -22,23 +22,27 @@ kept for good, and WANT/CHNK wait until no claim seen covers more keys than we h
 
 EXTENDED is what our nodes run. The packets are the same; what changes:
   - Keys carry a trust class. PINNED: followed here, or an entry of the feed verified
-    here; never evicted. EXT: announced by one of our nodes (coded symbols, KEYS).
-    WIRE: from a CLAIM or NOVELTY, which anyone can send. When the set is full a new key
-    evicts the least trusted one (WIRE before EXT, then the one vouched for longest
-    ago); a WIRE key no claim vouched for within WIRE_AGE_MS, and an EXT key no entry
-    verified within EXT_AGE_MS, ages out (an aged EXT key is not taken again for as
-    long). So junk can neither fill the set for good nor push out feeds whose entries
-    verify. (A claim whose region agrees
-    with ours vouches for the WIRE keys in it again: a deployed neighbour that holds
-    them keeps them alive here.)
+    here; never evicted. EXT: from one of our nodes' beacons or KEYS. WIRE: from a CLAIM
+    or NOVELTY. Anyone can send those packets, so EXT and WIRE keys are provisional:
+    never announced onward, a claim boundary or novelty only once a claim agreed with
+    them (vouched). When the set is full a new key evicts the least trusted one (WIRE
+    before EXT, then the one vouched for longest ago; not a key whose first entry we
+    asked for within FETCH_MS); a WIRE key no claim vouched for within WIRE_AGE_MS, and
+    an EXT key no entry verified within EXT_AGE_MS, ages out (an aged EXT key is not
+    taken again for as long). So junk can neither fill the set for good nor push out
+    feeds whose entries verify, nor travel beyond the node it reached. (A claim whose
+    region agrees with ours vouches for the keys in it again: a deployed neighbour that
+    holds them keeps them alive here.)
   - A claim is not a gate: nothing like the deployed largest-claim span exists (one
     claim with CNT 200 would stop WANT/CHNK for good). The node decides where to send
     WANT/CHNK from what neighbours show they share (node.py).
   - Claims are answered at once where the answer is exact. A region where we hold more
     keys than the claim says, and the claimant's keys are a subset of ours: the keys it
     lacks are the subset of ours whose XOR is the XOR difference (xorsolve), sent as
-    novelties. Only what is left goes through the deployed ask/help rounds, with larger
-    budgets and the rounds brought forward while work waits.
+    novelties. A region where it holds one key more names a candidate key, confirmed by
+    its entry (peerset.py). Only what is left goes through the deployed ask/help rounds,
+    with larger budgets, asks sent at once and the rounds brought forward while work
+    waits.
 """
 from tinyssb.aggregate import Aggregate
 from tinyssb.dmx import GOSET_DMX

@@ -33,10 +33,14 @@ On a beacon of a set S_n it has no view of, a node tries in turn:
      what is left of symbol 0 is settled by (1) or (2) over our keys.
 When decoding ends, the node knows S_n exactly: it learns the keys it lacked (EXT), keeps S_n
 as a view (spaces.py) so WANT/CHNK can be keyed by it, and sends KEYS for the keys S_n lacks
-that it vouches for. Beacons follow Trickle: every 20 s, doubling up to 80 s while all that
-is heard is known, skipped while a neighbour beacons our very set. Everything is bounded by
-local limits: decoders, streamed packets per period, symbols per stream, keys per decode,
-replies per period.
+that it vouches for. KEYS carry the sender's TAG, so the keys named under one tag plus our
+set make the sender's set, a view at once. Beacons follow Trickle: every 20 s, doubling up
+to 80 s while all that is heard is known, skipped while a neighbour beacons our very set;
+the first goes earlier the fuller the set (a one-key difference then costs one beacon), the
+second BOOT_MS later. A key that became vouched for here is named in KEYS with its entry
+as proof (announce; Node). Everything is bounded by local limits: decoders (a fed one is
+never pushed out), streamed packets per period, symbols per stream, keys per decode, one
+REPLY per period.
 """
 from hashlib import sha256
 

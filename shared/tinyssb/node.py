@@ -23,21 +23,29 @@ timers are the ESP32's (full claim every 20 s, pending-claim work every 5-5.5 s,
 CHNK every 1.5-2 s). The simulator runs it for deployed-behaviour boards.
 
 EXTENDED is what our boards and hosts run. Same packets towards deployed nodes, plus:
-  - GOSET policy: trust classes, eviction and ageing of keys nobody vouches for, exact
-    answers to claims (goset.py); the GOSET extension between our nodes (gosetx.py).
-  - WANT/CHNK are keyed by any set a neighbour showed it holds (spaces.py) and answered
-    under any set we know; with no such sign, none are sent.
+  - GOSET policy: trust classes (keys from unauthenticated packets stay provisional
+    until an entry verifies), eviction and ageing of keys nobody vouches for, exact
+    answers to claims (goset.py); candidates a deployed claim names by XOR, confirmed by
+    a WANT probe keyed by its set (peerset.py); the GOSET extension between our nodes
+    (gosetx.py). A feed that becomes vouched for here is named to our neighbours in
+    KEYS with its entry as proof.
+  - WANT/CHNK are keyed by any set a neighbour showed it holds (spaces.py), those that
+    brought verified data first, and answered under any set we know; with no such sign,
+    none are sent.
   - A WANT or CHNK we cannot serve yet is remembered (DEFER_MS); the entry or chunk goes
     out as soon as it arrives, so a new entry travels a hop in about its own airtime
-    instead of waiting for the requester's next timer. An entry that opens a side chain
-    goes out with the chain once complete, and a WANT reply pushes a chain's first
-    chunks: no hop transmits while the hop before it still does (hidden nodes).
+    instead of waiting for the requester's next timer, and once more REPUSH_MS later
+    unless the requester asked on. An entry that opens a side chain goes out with the
+    chain once complete, and a WANT reply pushes a chain's first chunks: no hop
+    transmits while the hop before it still does (hidden nodes).
   - While a side chain arrives we send no WANT, ask for nothing of it and hold our
-    replies (CHAIN_BUSY_MS, POSTPONE_MS): half duplex would cost us its next chunk.
+    replies and periodic packets (CHAIN_BUSY_MS, POSTPONE_MS): half duplex would cost us
+    its next chunk.
   - Signs that a neighbour holds more (its WANT asks beyond our newest entry, its CHNK
     beyond our newest chunk) bring our WANT/CHNK forward, after its holders' replies
-    (AHEAD_MS); a WANT or CHNK that brought nothing doubles the period up to
-    WANT_MAX_MS, so an idle mesh stays quiet.
+    (AHEAD_MS); a WANT or CHNK that brought nothing (a push after ANSWER_MS does not
+    count as an answer) doubles the period up to WANT_MAX_MS, so an idle mesh stays
+    quiet.
   - Entries and chunks that arrive before their predecessor are kept (ORPHANS).
   - Any number of stored feeds: the GOSET holds the followed ones, then the most recently
     active, up to capacity - RESERVE; the rest stay in the store, dormant (capacity
