@@ -5,11 +5,17 @@ lower bound), then every other tools/bench_*.py with this interpreter (bench_mpy
 under MicroPython from the Makefile).
 
 GOSET agreement, 100-key sets on the in-memory bus, bytes until both hold the same keys
-against the bound of one 40-byte novelty per missing key:
+against the bound of one 40-byte novelty per missing key. Each key is a feed holding one
+signed entry at every node that has the key (as in a mesh: a node announces the feeds it
+replicates). Counted: GOSET packets both ways (claims, novelties, the extension's
+packets) and our node's probe WANTs; the entries those bring (a feed's first entry, which
+the node fetches anyway) are reported apart (entry_bytes_mean).
   goset        two deployed-behaviour nodes (the deployed algorithm: the baseline)
   goset_ext    two of our nodes (coded-symbol extension), SEEDS seeds: mean and max
   goset_mixed  one of ours with a deployed-behaviour node, in both roles (ours holding
                the superset, "ours_more", and the deployed node holding it, "deployed_more")
+  goset_mixed_empty  deployed_more again with feeds that hold no entry (nothing can
+               confirm a key the deployed node names only by XOR: the claim dance)
 """
 import json
 import os
@@ -36,41 +42,67 @@ def _verify(pub, msg, sig):
     return crypto.verify(pub, msg, sig)
 
 
-GOSET_KINDS = ("claim", "novelty", "beacon", "reply", "symbols", "request", "keys")
+GOSET_KINDS = ("claim", "novelty", "beacon", "reply", "symbols", "request", "keys", "probe")
 SEEDS = 10
 
 
-def node(seed, identity=None, capacity=100, mode=DEPLOYED):
+def node(seed, identity=None, capacity=100, mode=DEPLOYED, store=None, follow=()):
     r = random.Random(seed)
-    return Node(MemStore(), identity=identity, verify=_verify, capacity=capacity,
-                rand=lambda n: r.randrange(n) if n > 1 else 0, mode=mode)
+    return Node(store or MemStore(), identity=identity, verify=_verify, capacity=capacity,
+                rand=lambda n: r.randrange(n) if n > 1 else 0, mode=mode, follow=follow)
 
 
-def goset_run(diff, two_sided, seed, mode_a, mode_b):
+_FEEDS = {}
+
+
+def feed(seed):
+    """(fid, entry 1, its MID) of a feed whose secret is derived from `seed` (cached)."""
+    got = _FEEDS.get(seed)
+    if got is None:
+        from tinyssb import crypto, entry
+        s = random.Random(seed).randbytes(32)
+        fid = crypto.publickey(s)
+        au = entry.Author(fid, lambda m: crypto.sign(s, m), 0, fid[:entry.HASH_LEN])
+        _, pkt, mid, _ = au.next(b"feed %d" % seed, entry.PLAIN48)
+        got = _FEEDS[seed] = (fid, pkt, mid)
+    return got
+
+
+def holding(feeds, entries):
+    st = MemStore()
+    for fid, pkt, mid in feeds:
+        st.add_feed(fid)
+        if entries:
+            st.append(fid, 1, pkt, mid)
+    return st
+
+
+def goset_run(diff, two_sided, seed, mode_a, mode_b, entries=True):
     """Two nodes with 100-key sets differing in `diff` keys: GOSET traffic until equal.
 
     One-sided: B holds 100 - diff of A's keys. Two-sided: each holds 100 keys, diff/2 of
     them unknown to the other; their union exceeds the deployed capacity of 100, so these
-    nodes use the format's maximum (255). Returns (agreed, time_s, packets, bytes)."""
+    nodes use the format's maximum (255). Returns (agreed, time_s, packets, bytes,
+    entry bytes)."""
     r = random.Random(seed)
-    keys = [r.randbytes(32) for _ in range(100 + (diff // 2 if two_sided else 0))]
+    feeds = [feed((seed << 12) + i) for i in r.sample(range(1 << 12),
+                                                      100 + (diff // 2 if two_sided else 0))]
     cap = 255 if two_sided else 100
-    a, b = node(seed, capacity=cap, mode=mode_a), node(seed + 1, capacity=cap, mode=mode_b)
     if two_sided:
         only_a = only_b = diff // 2
-        common = keys[:100 - only_a]
-        ka, kb = common + keys[100 - only_a:100], common + keys[100:100 + only_b]
+        common = feeds[:100 - only_a]
+        fa, fb = common + feeds[100 - only_a:100], common + feeds[100:100 + only_b]
     else:
-        ka, kb = keys[:100], keys[:100 - diff]
-    for k in ka:
-        a.follow(k)
-    for k in kb:
-        b.follow(k)
+        fa, fb = feeds[:100], feeds[:100 - diff]
+    a = node(seed, capacity=cap, mode=mode_a, store=holding(fa, entries),
+             follow=[f[0] for f in fa])
+    b = node(seed + 1, capacity=cap, mode=mode_b, store=holding(fb, entries),
+             follow=[f[0] for f in fb])
     bus = Bus([a, b])
     t = bus.run(3600000, 100, stop=lambda: a.goset.keys == b.goset.keys)
     pk = sum(bus.packets.get(k, 0) for k in GOSET_KINDS)
     by = sum(bus.bytes.get(k, 0) for k in GOSET_KINDS)
-    return a.goset.keys == b.goset.keys, t / 1000, pk, by
+    return a.goset.keys == b.goset.keys, t / 1000, pk, by, bus.bytes.get("entry", 0)
 
 
 def case_name(diff, two_sided):
@@ -79,15 +111,16 @@ def case_name(diff, two_sided):
 
 def bench_goset(diff, two_sided, seed=1):
     """The deployed algorithm between two deployed-behaviour nodes (the baseline)."""
-    ok, t, pk, by = goset_run(diff, two_sided, seed, DEPLOYED, DEPLOYED)
+    ok, t, pk, by, _ = goset_run(diff, two_sided, seed, DEPLOYED, DEPLOYED)
     bound = diff * 40
     emit(bench="goset", case=case_name(diff, two_sided), agreed=ok, time_s=t, packets=pk,
          bytes=by, bound_packets=diff, bound_bytes=bound, ratio=round(by / bound, 2))
 
 
-def bench_goset_modes(bench, diff, two_sided, mode_a, mode_b, role=None):
+def bench_goset_modes(bench, diff, two_sided, mode_a, mode_b, role=None, entries=True):
     """Mean and max over SEEDS seeds (the first as in the baseline)."""
-    runs = [goset_run(diff, two_sided, s, mode_a, mode_b) for s in range(1, SEEDS + 1)]
+    runs = [goset_run(diff, two_sided, s, mode_a, mode_b, entries)
+            for s in range(1, SEEDS + 1)]
     bound = diff * 40
     bys = [x[3] for x in runs]
     ts = [x[1] for x in runs]
@@ -100,7 +133,8 @@ def bench_goset_modes(bench, diff, two_sided, mode_a, mode_b, role=None):
                ratio_mean=round(sum(bys) / len(bys) / bound, 2),
                ratio_max=round(max(bys) / bound, 2),
                time_s_mean=round(sum(ts) / len(ts), 1), time_s_max=max(ts),
-               one_packet=sum(1 for x in runs if x[2] == 1))
+               one_packet=sum(1 for x in runs if x[2] == 1),
+               entry_bytes_mean=round(sum(x[4] for x in runs) / len(runs)))
     emit(**rec)
 
 
@@ -139,6 +173,9 @@ def main():
     for d, two in cases:
         bench_goset_modes("goset_mixed", d, two, EXTENDED, DEPLOYED, "ours_more")
         bench_goset_modes("goset_mixed", d, two, DEPLOYED, EXTENDED, "deployed_more")
+    for d, two in cases:
+        bench_goset_modes("goset_mixed_empty", d, two, DEPLOYED, EXTENDED, "deployed_more",
+                          entries=False)
     bench_replication()
     bench_replication(mode=EXTENDED)
     for name in sorted(os.listdir(HERE)):

@@ -9,6 +9,14 @@ mesh cases (in memory, virtual time, on the core's Bus; our nodes unless noted):
   junk_then_feed     10^4 junk novelties reach a node first; then a real feed is announced
                      (by one of our nodes, then by a deployed-behaviour node): is it learned
                      and replicated, and did any junk become a stored feed?
+  ext_flood          the GOSET extension forged (issue 15 hole): 10^4 packets (KEYS of
+                     random keys, beacons that decode to the victim's set plus a junk key,
+                     random beacons, SYMBOLS for its decoders, REQUESTs) reach the middle
+                     node of a line a - b - c while a's 100-entry feed travels to c: does it
+                     arrive, how much later, and does any junk key reach c (it must not:
+                     keys stay provisional, never announced onward, until an entry verifies)
+  ext_then_feed      10^4 forged KEYS (3 random keys each) reach a node; then a real feed is
+                     announced by one of our nodes: learned and replicated?
 
 serve cases: a real `tssb serve` process on loopback, flooded for --seconds by one (or
 --attackers) allowed peer(s) that reconnect whenever they are cut off, while a legitimate
@@ -113,39 +121,46 @@ def _junk(r, claims):
     return GOSET_DMX + b"n" + r.randbytes(32)
 
 
-def _copy(junk, per_step, targets, seed=3):
-    """Copy a 100-entry feed from a to b while `per_step` junk packets reach each of
-    `targets` (indices into [a, b]) before every step. Returns (ms, complete, b, bus)."""
-    a, b = _author(seed, 100), _node(seed + 1)
-    nodes = [a, b]
-    bus = Bus(nodes)
+def _run(bus, victims, make, junk, rate, seed):
+    """Step `bus` until its nodes' stores agree while, before every step, `rate` packets
+    from make(r, victim) reach each of `victims`, `junk` in all. Returns (ms, complete,
+    sent)."""
     r = random.Random(seed + 7)
     sent = 0
     t = 0
     while t < LIMIT_MS:
         t += STEP_MS
-        k = per_step(t)
-        for _ in range(k):
+        for _ in range(rate):
             if sent >= junk:
                 break
-            p = _junk(r, True)
-            for i in targets:
-                nodes[i].on_packet(p, t)
+            for v in victims:
+                v.on_packet(make(r, v), t)
             sent += 1
         bus.step(t)
-        if same_stores(nodes):
-            return t, True, b, bus, sent
-    return t, False, b, bus, sent
+        if same_stores(bus.nodes):
+            return t, True, sent
+    return t, False, sent
+
+
+def _copy(junk, rate, targets, seed=3):
+    """Copy a 100-entry feed from a to b while `rate` junk packets reach each of
+    `targets` (indices into [a, b]) before every step. Returns (ms, complete, b, bus,
+    sent)."""
+    a, b = _author(seed, 100), _node(seed + 1)
+    bus = Bus([a, b])
+    t, ok, sent = _run(bus, [[a, b][i] for i in targets], lambda r, v: _junk(r, True), junk,
+                       rate, seed)
+    return t, ok, b, bus, sent
 
 
 def junk_replication(args):
-    t0, ok0, _, _, _ = _copy(0, lambda t: 0, [])
+    t0, ok0, _, _, _ = _copy(0, 0, [])
     emit(bench="hostile", case="junk_replication", junk=0, complete=ok0, time_s=t0 / 1000)
     steps = max(1, t0 // STEP_MS)
     for name, targets in (("copying node", [1]), ("both nodes", [0, 1])):
         w0 = time.perf_counter()
         rate = -(-args.junk // steps)
-        t, ok, b, bus, sent = _copy(args.junk, lambda t: rate, targets)
+        t, ok, b, bus, sent = _copy(args.junk, rate, targets)
         emit(bench="hostile", case="junk_replication", junk=sent, junk_reaches=name,
              complete=ok, time_s=t / 1000, ratio=round(t / t0, 2), bound=TIME_BOUND,
              ok=ok and t <= TIME_BOUND * t0, goset=len(b.goset),
@@ -175,10 +190,81 @@ def junk_then_feed(args):
              stored_feeds=len(b.store.feeds()), wall_s=round(time.perf_counter() - w0, 2))
 
 
+def _forged_ext(r, victim):
+    """A forged extension packet from an attacker that hears the victim's beacons and
+    requests (so it knows the victim's symbol 0 and its decoders' tags)."""
+    from tinyssb import gosetx as X
+    from tinyssb.hotloops import xor_bytes
+    ext = victim.ext
+    k = r.randrange(6)
+    if k == 0 or (k in (1, 2) and ext.enc is None):
+        return X.DMX + b"k" + r.randbytes(2 + 32 * (1 + r.randrange(3)))
+    if k in (1, 2):     # beacon or REPLY of the victim's set plus one junk key
+        s0 = ext.enc.encode(0, 1)
+        j = r.randbytes(32)
+        sym = (xor_bytes(s0[:32], j) + xor_bytes(s0[32:35], X._chk(j))
+               + bytes(((s0[35] + 1) & 0xFF,)))
+        return X.DMX + (b"b" if k == 1 else b"B") + r.randbytes(4) + sym
+    if k == 3:
+        return X.DMX + b"b" + r.randbytes(40)
+    if k == 4:
+        tag = ext.decoders[0].tag if ext.decoders else r.randbytes(2)
+        return X.DMX + b"s" + tag + (1 + r.randrange(30)).to_bytes(2, "big") + r.randbytes(108)
+    return X.DMX + b"r" + (ext.tag or bytes(2)) + (1 + r.randrange(200)).to_bytes(2, "big") + b"\x06"
+
+
+def _line_copy(junk, rate, seed=3):
+    """a's 100-entry feed to c over b (a - b - c) while `rate` forged extension packets
+    reach b before every step, `junk` in all. Returns (ms, complete, b, c, sent)."""
+    a, b, c = _author(seed, 100), _node(seed + 1), _node(seed + 2)
+    bus = Bus([a, b, c], links={(0, 1), (1, 2)})
+    t, ok, sent = _run(bus, [b], _forged_ext, junk, rate, seed)
+    return t, ok, b, c, sent
+
+
+def ext_flood(args):
+    t0, ok0, _, _, _ = _line_copy(0, 0)
+    emit(bench="hostile", case="ext_flood", junk=0, complete=ok0, time_s=t0 / 1000)
+    w0 = time.perf_counter()
+    rate = -(-args.junk // max(1, t0 // STEP_MS))
+    t, ok, b, c, sent = _line_copy(args.junk, rate)
+    fid = _author(3, 0).author.fid
+    emit(bench="hostile", case="ext_flood", junk=sent, junk_reaches="middle node",
+         complete=ok, time_s=t / 1000, ratio=round(t / t0, 2),
+         contained=ok and c.goset.keys == [fid] and b.store.feeds() == [fid],
+         junk_keys_behind=len([k for k in c.goset.keys if k != fid]),
+         middle_stored_feeds=len(b.store.feeds()), middle_goset=len(b.goset),
+         middle_counters={k: v for k, v in sorted(b.counters.items())
+                          if k.startswith(("drop_", "ext_"))},
+         wall_s=round(time.perf_counter() - w0, 2))
+
+
+def ext_then_feed(args):
+    from tinyssb import gosetx as X
+    b = _node(11)
+    r = random.Random(12)
+    w0 = time.perf_counter()
+    for i in range(args.junk):
+        b.on_packet(X.DMX + b"k" + r.randbytes(98), i // 10)
+    full = len(b.goset)
+    a = _author(13, 10)
+    bus = Bus([a, b])
+    bus.now = t0 = args.junk // 10
+    fid = a.author.fid
+    t = bus.run(t0 + LIMIT_MS, STEP_MS, stop=lambda: same_stores([a, b]))
+    emit(bench="hostile", case="ext_then_feed", junk=args.junk, goset_after_junk=full,
+         learned=fid in b.goset, replicated=same_stores([a, b]),
+         time_s=round((t - t0) / 1000, 1), stored_feeds=len(b.store.feeds()),
+         wall_s=round(time.perf_counter() - w0, 2))
+
+
 def mesh_cases(args):
-    """Junk GOSET packets against replication (issue 15, items 1-3)."""
+    """Junk GOSET and forged extension packets against replication (issue 15, items
+    1-3, and the extension's hole)."""
     junk_replication(args)
     junk_then_feed(args)
+    ext_flood(args)
+    ext_then_feed(args)
 
 
 # -- serve: the homes of a server, a legitimate peer and an attacker ---------------------

@@ -22,28 +22,33 @@ kept for good, and WANT/CHNK wait until no claim seen covers more keys than we h
 
 EXTENDED is what our nodes run. The packets are the same; what changes:
   - Keys carry a trust class. PINNED: followed here, or an entry of the feed verified
-    here; never evicted. EXT: announced by one of our nodes (coded symbols, KEYS).
-    WIRE: from a CLAIM or NOVELTY, which anyone can send. When the set is full a new key
-    evicts the least trusted one (WIRE before EXT, then the one vouched for longest
-    ago); a WIRE key no claim vouched for within WIRE_AGE_MS, and an EXT key no entry
-    verified within EXT_AGE_MS, ages out (an aged EXT key is not taken again for as
-    long). So junk can neither fill the set for good nor push out feeds whose entries
-    verify. (A claim whose region agrees
-    with ours vouches for the WIRE keys in it again: a deployed neighbour that holds
-    them keeps them alive here.)
+    here; never evicted. EXT: from one of our nodes' beacons or KEYS. WIRE: from a CLAIM
+    or NOVELTY. Anyone can send those packets, so EXT and WIRE keys are provisional:
+    never announced onward, a claim boundary or novelty only once a claim agreed with
+    them (vouched). When the set is full a new key evicts the least trusted one (WIRE
+    before EXT, then the one vouched for longest ago; not a key whose first entry we
+    asked for within FETCH_MS); a WIRE key no claim vouched for within WIRE_AGE_MS, and
+    an EXT key no entry verified within EXT_AGE_MS, ages out (an aged EXT key is not
+    taken again for as long). So junk can neither fill the set for good nor push out
+    feeds whose entries verify, nor travel beyond the node it reached. (A claim whose
+    region agrees with ours vouches for the keys in it again: a deployed neighbour that
+    holds them keeps them alive here.)
   - A claim is not a gate: nothing like the deployed largest-claim span exists (one
     claim with CNT 200 would stop WANT/CHNK for good). The node decides where to send
     WANT/CHNK from what neighbours show they share (node.py).
   - Claims are answered at once where the answer is exact. A region where we hold more
     keys than the claim says, and the claimant's keys are a subset of ours: the keys it
     lacks are the subset of ours whose XOR is the XOR difference (xorsolve), sent as
-    novelties. Only what is left goes through the deployed ask/help rounds, with larger
-    budgets and the rounds brought forward while work waits.
+    novelties. A region where it holds one key more names a candidate key, confirmed by
+    its entry (peerset.py). Only what is left goes through the deployed ask/help rounds,
+    with larger budgets, asks sent at once and the rounds brought forward while work
+    waits.
 """
 from tinyssb.aggregate import Aggregate
 from tinyssb.dmx import GOSET_DMX
 from tinyssb.errors import WireError
 from tinyssb.hotloops import xor_bytes, xor_into
+from tinyssb.peerset import PeerSet
 from tinyssb.xorsolve import XorBasis
 
 KEY_LEN = 32
@@ -66,12 +71,18 @@ NOVELTY_QUEUE = 10    # queued novelties beyond the one sent per round (deployed
 # Extended mode.
 PINNED, EXT, WIRE = 0, 1, 2   # trust classes, most trusted first
 EXT_ASKS = 2          # asks per round: a deployed helper helps 2 pending claims a round
+SPLIT_ASKS = 1        # a region asked for in up to this many parts at once (a deployed
+                      # node keeps 5 pending claims between rounds, ESP32)
 EXT_HELPS = 4         # (our helps are mostly novelties, 40 B)
-ASK_AGAIN_MS = 6000   # a region is asked for again only after a deployed round (5-5.5 s)
+ASK_AGAIN_MS = 11000  # a region is asked for again only after two deployed rounds (5-5.5 s each:
+                      # a deployed node helps two pending claims a round)
 NOVELTY_BATCH = 8     # novelties per round; the board's send queue holds 10 frames
 WIRE_AGE_MS = 300000  # 5 min: longer than the slowest deployed dance measured (145 s)
 EXT_AGE_MS = 600000   # 10 min: an EXT key no entry verified by then goes (and stays out
                       # as long): discovery is for feeds about to be replicated
+FETCH_MS = 10000      # a provisional key whose first entry we asked for is not evicted by
+                      # another provisional key for this long (the answer may wait behind
+                      # a full send queue, 10 frames); junk cannot push it out meanwhile
 
 ZERO_KEY = bytes(KEY_LEN)
 
@@ -109,6 +120,9 @@ class GOSet:
         self._basis = None
         self._asked = {}        # (lo, hi) -> ms of our last ask (extended)
         self.shunned = {}       # EXT key -> ms it aged out: not taken again for EXT_AGE_MS
+        self.fetching = {}      # provisional key -> ms we asked for its first entry
+        self.peer = PeerSet(self) if mode == EXTENDED else None
+        self.asks_out = []      # claims asking for help, to go out at once (extended)
         self.refused = 0        # keys refused for that
 
     # -- set operations --------------------------------------------------------------
@@ -154,7 +168,6 @@ class GOSet:
             if cls < m[0]:
                 m[0] = cls
                 m[1] = now
-                m[2] = True
             elif cls == WIRE == m[0]:
                 m[1] = now
             return False
@@ -164,7 +177,7 @@ class GOSet:
                 return False
             del self.shunned[key]
         if len(self.keys) >= self.capacity:
-            victim = self._victim(cls)
+            victim = self._victim(cls, now)
             if victim is None:
                 self.full_count += 1
                 raise GOSetFull()
@@ -172,7 +185,7 @@ class GOSet:
         self.keys.insert(self._pos(key), key)
         xor_into(self._xor, key)
         self.state = bytes(self._xor)
-        self.meta[key] = [cls, now, cls != WIRE]
+        self.meta[key] = [cls, now, False]
         if self._basis is not None:
             self._basis.add(key)       # O(n); a removal rebuilds (lazily)
         if self.mode == DEPLOYED:
@@ -188,6 +201,7 @@ class GOSet:
         xor_into(self._xor, key)
         self.state = bytes(self._xor)
         del self.meta[key]
+        self.fetching.pop(key, None)
         self._basis = None
         if key in self.novelties:
             self.novelties.remove(key)
@@ -197,13 +211,16 @@ class GOSet:
         """Drop a key whatever its class (the node's capacity policy)."""
         self._remove(bytes(key))
 
-    def _victim(self, cls):
+    def _victim(self, cls, now):
         """The key a new key of class `cls` may push out, or None (extended mode only)."""
         if self.mode == DEPLOYED:
             return None
         best, rank = None, None
+        fetching = self.fetching
         for k, m in self.meta.items():
             if m[0] == PINNED or m[0] < cls:
+                continue
+            if k in fetching and now - fetching[k] < FETCH_MS:
                 continue
             r = (-m[0], m[1])   # least trusted first, then least recently vouched for
             if rank is None or r < rank:
@@ -212,14 +229,23 @@ class GOSet:
 
     def pin(self, key):
         """A key became trusted here (entry verified, or followed)."""
-        m = self.meta.get(bytes(key))
+        key = bytes(key)
+        m = self.meta.get(key)
         if m is not None and m[0] != PINNED:
             m[0] = PINNED
+        self.fetching.pop(key, None)
+
+    def fetch(self, key, now):
+        """We asked for the first entry of a provisional key (see FETCH_MS)."""
+        m = self.meta.get(key)
+        if m is not None and m[0] != PINNED:
+            self.fetching[key] = now
 
     def expire(self, now):
         """Age out keys nobody vouched for (extended mode)."""
         if self.mode == DEPLOYED:
             return
+        self.peer.expire(now)
         old = []
         for k, m in self.meta.items():
             if (m[0] == WIRE and now - m[1] >= WIRE_AGE_MS) or (
@@ -238,16 +264,17 @@ class GOSet:
         meta = self.meta
         for k in self.keys[lo:hi + 1]:
             m = meta[k]
-            if m[0] == WIRE:
+            if m[0] != PINNED:
                 m[1] = now
                 m[2] = True
 
     def vouched(self, key):
-        """Not a WIRE key only its sender vouches for. Extended mode never shows others
-        such a key (no novelty for it, never a boundary of our claims): junk that reached
-        us stops here, a deployed neighbour would keep it for good."""
+        """PINNED, or a provisional key a claim agreed with (a deployed neighbour holds it
+        too). Extended mode never shows others any other key (no novelty for it, never a
+        boundary of our claims): junk that reached us stops here, where a deployed
+        neighbour would keep it for good and pass it on."""
         m = self.meta.get(key)
-        return m is not None and (self.mode == DEPLOYED or m[0] != WIRE or m[2])
+        return m is not None and (self.mode == DEPLOYED or m[0] == PINNED or m[2])
 
     def _snap(self, lo, hi):
         """The index range within lo..hi whose ends are vouched keys, or None."""
@@ -301,7 +328,10 @@ class GOSet:
         if typ == NOVELTY:
             if len(pkt) != NOVELTY_LEN:
                 raise WireError("bad_goset_length")
-            return self.learn([pkt[8:40]], WIRE, now)
+            new = self.learn([pkt[8:40]], WIRE, now)
+            if self.peer is not None:
+                self.peer.novelty(bytes(pkt[8:40]), now)
+            return new
         if typ == CLAIM:
             if len(pkt) != CLAIM_LEN:
                 raise WireError("bad_goset_length")
@@ -357,9 +387,23 @@ class GOSet:
             self.full_match_ms = now
             return []
         new = self.learn([lo, hi], WIRE, now)
+        self.peer.claim(lo, hi, xor, cnt, now)
         if not self._answer(lo, hi, xor, cnt, now, new):
             self._keep((cnt, lo, hi, xor))
+            self._ask_now(lo, hi, cnt, now)
         return new
+
+    def _ask_now(self, lo_key, hi_key, cnt, now):
+        """Where the claimant holds more, ask for its help right away (the claim goes
+        out with the node's replies): the deployed helper works through its pending
+        claims every 5 s, and an ask that misses its next round waits a whole one."""
+        lo, hi = self.index(lo_key), self.index(hi_key)
+        if lo < 0 or hi <= lo:
+            return
+        m = cnt - (hi - lo + 1)
+        if m > 0 and not self.peer.probing(lo_key, hi_key, now) and \
+                self._may_ask(lo_key, hi_key, now):
+            self.asks_out.extend(self._asks(lo, hi, m, now))
 
     def _answer(self, lo_key, hi_key, xor, cnt, now, new):
         """Settle a claimed region exactly where one comparison can; True when settled.
@@ -387,30 +431,43 @@ class GOSet:
             if lo_key < k < hi_key:
                 new.extend(self.learn([k], WIRE, now))
                 return True
+        elif d == -1:
+            # One key more there: if the claimant's keys there are ours plus one, the XOR
+            # difference is that key. Maybe not (two more and one fewer): a candidate, never
+            # learned or shown to anyone until an entry verifies under it (Node probes it).
+            k = xor_bytes(bytes(mine.xor), xor)
+            if lo_key < k < hi_key and k not in self.meta:
+                self.peer.candidate(k, lo_key, now)
         return False
+
 
     def _may_ask(self, lo, hi, now):
         """Deployed mode: always (its rounds pace it). Extended: not again within
         ASK_AGAIN_MS, as a deployed helper answers once per round."""
         if self.mode == DEPLOYED:
             return True
+        if self.peer.was_helped(lo, hi, now):
+            return False
         t = self._asked.get((lo, hi))
         if t is not None and now - t < ASK_AGAIN_MS:
             return False
         if len(self._asked) >= MAX_PENDING:
             self._asked = {}
         self._asked[(lo, hi)] = now
+        self.peer.asked(lo, hi, now)
         return True
 
     def _announce(self, keys):
         q = self.novelties
         for k in keys:
             if k not in q and len(q) < self.capacity and self.vouched(k):
+                if self.peer is not None and not self.peer.lacks(k):
+                    continue    # named to it already
                 q.append(k)
 
     # -- rounds -------------------------------------------------------------------------
 
-    def full_claim(self):
+    def full_claim(self, now=0):
         """The round's announcement: a claim over the whole set (a novelty when it holds
         one key, as the ESP32 does), or None when empty."""
         n = len(self.keys)
@@ -422,6 +479,7 @@ class GOSet:
             if r is None:
                 return None
             lo, hi = r
+            self.peer.asked(self.keys[lo], self.keys[hi], now)   # a deployed node helps it
         if lo == hi:
             return self.novelty(self.keys[lo])
         return self.claim(lo, hi)
@@ -459,9 +517,15 @@ class GOSet:
             if bytes(mine.xor) == xor and mine.count == cnt:
                 continue  # the region agrees now
             if mine.count <= cnt:
+                if ext and self.peer.probing(lo_key, hi_key, now):
+                    keep.append(c)
+                    continue
                 if asks > 0 and self._may_ask(lo_key, hi_key, now):
                     asks -= 1
-                    out.append(self.claim(lo, hi))
+                    if ext:
+                        out.extend(self._asks(lo, hi, cnt - mine.count, now))
+                    else:
+                        out.append(self.claim(lo, hi))
                 if mine.count < cnt:
                     keep.append(c)
                     continue
@@ -482,6 +546,25 @@ class GOSet:
                 out.append(self.claim(lo, lo + sz - 1))
                 out.append(self.claim(lo + sz, hi))
         self.pending = keep[:PENDING_KEEP]
+        return out
+
+    def _asks(self, lo, hi, m, now):
+        """Ask for help with our region lo..hi (indices) where the claimant holds m keys
+        more: in about m/2 parts at once (up to SPLIT_ASKS), as a deployed helper splits
+        each in halves and names what it holds there: halves holding one key more each
+        are settled by their XOR (peerset.py), without another round of 5 s."""
+        k = min(SPLIT_ASKS, (m + 1) // 2, (hi - lo) // 4)
+        if k <= 1:
+            return [self.claim(lo, hi)]
+        out = []
+        step = (hi - lo) / k
+        a = lo
+        for j in range(1, k + 1):
+            b = hi if j == k else lo + int(step * j + 0.5)
+            if b > a:
+                out.append(self.claim(a, b))
+                self.peer.asked(self.keys[a], self.keys[b], now)
+            a = b
         return out
 
     def _help_ext(self, lo, hi, out):

@@ -17,7 +17,7 @@ announced set's XOR, FULL = first 4 bytes of the sender's whole GOSET XOR):
     REPLY    DMX 'B' FULL(4) SYM0(36)              48 B  "yours did not reconcile; mine"
     SYMBOLS  DMX 's' TAG(2) START(2) SYM(36) x k   12 + 36k B, k = 1..3
     REQUEST  DMX 'r' TAG(2) START(2) COUNT(1)      13 B  "more of set TAG from START"
-    KEYS     DMX 'k' KEY(32) x k                   8 + 32k B, k = 1..3: keys you lack
+    KEYS     DMX 'k' TAG(2) KEY(32) x k           10 + 32k B, k = 1..3: keys you lack
 A symbol is KEYSUM(32) || CHKSUM(3) || COUNT(1) (codedsym.Codec(32, 3, 1)); symbol 0 is
 the XOR, checksum sum and count of the whole set (COUNT read unsigned: capacity <= 255).
 
@@ -33,10 +33,14 @@ On a beacon of a set S_n it has no view of, a node tries in turn:
      what is left of symbol 0 is settled by (1) or (2) over our keys.
 When decoding ends, the node knows S_n exactly: it learns the keys it lacked (EXT), keeps S_n
 as a view (spaces.py) so WANT/CHNK can be keyed by it, and sends KEYS for the keys S_n lacks
-that it vouches for. Beacons follow Trickle: every 20 s, doubling up to 80 s while all that
-is heard is known, skipped while a neighbour beacons our very set. Everything is bounded by
-local limits: decoders, streamed packets per period, symbols per stream, keys per decode,
-replies per period.
+that it vouches for. KEYS carry the sender's TAG, so the keys named under one tag plus our
+set make the sender's set, a view at once. Beacons follow Trickle: every 20 s, doubling up
+to 80 s while all that is heard is known, skipped while a neighbour beacons our very set;
+the first goes earlier the fuller the set (a one-key difference then costs one beacon), the
+second BOOT_MS later. A key that became vouched for here is named in KEYS with its entry
+as proof (announce; Node). Everything is bounded by local limits: decoders (a fed one is
+never pushed out), streamed packets per period, symbols per stream, keys per decode, one
+REPLY per period.
 """
 from hashlib import sha256
 
@@ -53,14 +57,21 @@ SYM = CODEC.size              # 36
 SUM = CODEC.sum_len           # 35
 BEACON_LEN = 12 + SYM         # 48
 PER_PACKET = 3                # symbols per SYMBOLS packet: 12 + 3 x 36 = 120
-KEYS_PER_PACKET = 3           # 8 + 3 x 32 = 104
+KEYS_PER_PACKET = 3           # 10 + 3 x 32 = 106
 
 BEACON_MS = 20000             # as the deployed full claim
 BEACON_MAX_MS = 80000         # doubled while every beacon heard is one we know
+BOOT_MS = 5000                # the period after the first beacon (then doubling as above)
 BEACON_JITTER_MS = 1000
+RANK_MS = 250                 # first beacon: this much later per key fewer (see tick) ...
+RANK_STEPS = 4                # ... for up to this many keys (then as late as that)
 BEACON_SOON_MS = 1000         # after our announced set changed
 BEACON_GAP_MS = 5000          # at most one early beacon per this
-REPLY_GAP_MS = 5000           # one REPLY per remote set per this
+ECHOES = 1                    # Trickle's redundancy constant k: our beacon is skipped when
+                              # this many beacons of our very set were heard in the period
+                              # (with 1, the middle of a line falls silent: it hears its
+                              # upstream neighbour and suppresses what downstream needs)
+REPLY_GAP_MS = 5000           # one REPLY per this while our set stays the same
 CROSS_MS = 2000               # a beacon heard this soon after ours crossed it: the sender
                               # has our symbol 0 already, so no REPLY; the smaller set
                               # state decodes, the other streams when asked
@@ -114,7 +125,7 @@ class _Snapshot:
 
 
 class _Decode:
-    __slots__ = ("dec", "keys", "state", "count", "tag", "full", "t", "tries", "asked")
+    __slots__ = ("dec", "keys", "state", "count", "tag", "full", "t", "tries", "asked", "fed")
 
     def __init__(self, dec, keys, state, count, full, now):
         self.dec = dec
@@ -126,6 +137,10 @@ class _Decode:
         self.t = now
         self.tries = 0
         self.asked = 1        # symbols asked for so far (symbol 0 came with the beacon)
+        self.fed = now        # ms of the last symbols (or of the start)
+
+    def idle(self, now):
+        return now - self.fed >= DECODE_WAIT_MS
 
 
 def _chk(key):
@@ -151,14 +166,19 @@ class Extension:
         self.tag = None
         self.decoders = []
         self.heard = []           # [state, chk, count, full, ms]
-        self.replied = {}         # remote state -> ms of our REPLY
+        self.replied = None       # our announced state when we last sent a REPLY ...
+        self.replied_ms = 0       # ... and when
         self.keys_sent = {}       # remote state -> ms of our KEYS
+        self.told = None          # the key announce() named, until our set has it
+        self.heard_ms = None      # ms of the last extension packet received
+        self.keys_heard = {}      # TAG of a KEYS sender -> the keys it named (its set: ours
+                                  # plus these, once they add up to its tag)
         self.due = None           # next beacon
         self.period = BEACON_MS
         self.changed = False
         self.last_beacon = None
         self.quiet = True         # every beacon heard this period was known
-        self.echoed = False       # a beacon of our own set was heard this period
+        self.echoed = 0           # beacons of our own set heard this period
         self.window = 0           # start of the streaming budget window
         self.streamed = 0
         self.counters = node.counters
@@ -178,20 +198,29 @@ class Extension:
             self.enc = codedsym.Encoder(CODEC, 1)
         enc = self.enc
         now = set(sp.keys)
-        for k in [k for k in enc.keys if k not in now]:
+        gone = [k for k in enc.keys if k not in now]
+        added = [k for k in sp.keys if k not in enc.keys]
+        for k in gone:
             enc.remove(k)
-        for k in sp.keys:
-            if k not in enc.keys:
-                enc.add(k)
+        for k in added:
+            enc.add(k)
+        told = self.told
+        self.told = None
         self.state = sp.state
         self.tag = sp.state[:2]
         self.changed = True
         self.period = BEACON_MS
-        if self.due is not None:
+        if self.due is not None and not (not gone and added == [told]) and self._near():
+            # (a key we named in KEYS with its proof needs no early beacon; nor does any
+            # change while none of our nodes is heard: deployed ones ignore beacons)
             t = self.now + BEACON_SOON_MS
             if self.last_beacon is not None:
                 t = max(t, self.last_beacon + BEACON_GAP_MS)
             self.due = min(self.due, t)
+
+    def _near(self):
+        """One of our nodes was heard (any extension packet) within HEARD_MS."""
+        return self.heard_ms is not None and self.now - self.heard_ms < HEARD_MS
 
     def _full_tag(self):
         return self.node.goset.state[:4]
@@ -257,25 +286,41 @@ class Extension:
     def tick(self, now):
         self.now = now
         if self.due is None:
+            # The first beacon after start: the fuller a set, the earlier (RANK_MS per key
+            # short of capacity, up to RANK_STEPS). A neighbour holding one key less then
+            # decodes it from symbol 0 alone: a one-key difference costs one packet.
             first = self.node.timing["claim"][0]
-            self.due = now + first + self.node.rand(BEACON_JITTER_MS)
+            n = 0 if self.enc is None else self.enc.n
+            rank = min(self.node.goset.capacity - n, RANK_STEPS)
+            jitter = RANK_MS // 2 if rank < RANK_STEPS else BEACON_JITTER_MS
+            self.due = now + first + rank * RANK_MS + self.node.rand(jitter)
         out = []
-        if now >= self.due and self.echoed and not self.changed:
+        if now >= self.due and self.echoed >= ECHOES and not self.changed:
             # a neighbour beaconed our very set this period (Trickle suppression)
-            self.echoed = False
+            self.echoed = 0
             self.period = min(self.period * 2, BEACON_MAX_MS)
             self.due = now + self.period + self.node.rand(BEACON_JITTER_MS)
             self.counters["beacon_suppressed"] = self.counters.get("beacon_suppressed", 0) + 1
-        elif now >= self.due and self.enc is not None and self.enc.n > 0:
-            self.echoed = False
+        elif now >= self.due and self.enc is not None and (
+                self.enc.n > 0 or self.last_beacon is None):
+            # (an empty set is announced once, at start: a neighbour that solves it names
+            # its keys)
+            self.echoed = 0
             out.append(("beacon", self._beacon(BEACON)))
-            self.last_beacon = now
             # Trickle: the period doubles while every beacon heard was known and our set
-            # stayed; anything new starts it over
-            if self.quiet and not self.changed:
+            # stayed; anything new starts it over. After the first beacon the period
+            # starts at BOOT_MS: neighbours powered on together lose first beacons to
+            # each other
+            if self.last_beacon is None:
+                self.period = BOOT_MS
+            elif self.quiet and not self.changed and (self.node.spaces.shared(now)
+                                                       or not self._near()):
+                # (not while one of our nodes is heard but shares no set with us: then
+                # our beacon is how it comes to name its set to us, with KEYS)
                 self.period = min(self.period * 2, BEACON_MAX_MS)
             else:
                 self.period = BEACON_MS
+            self.last_beacon = now
             self.quiet = True
             self.changed = False
             self.due = now + self.period + self.node.rand(BEACON_JITTER_MS)
@@ -301,6 +346,7 @@ class Extension:
         n = len(pkt)
         typ = pkt[7]
         self.counters["rx_ext"] = self.counters.get("rx_ext", 0) + 1
+        self.heard_ms = now
         if typ == BEACON or typ == REPLY:
             if n != BEACON_LEN:
                 raise WireError("bad_ext_length")
@@ -321,13 +367,39 @@ class Extension:
                 raise WireError("bad_ext_request")
             return self._stream(start, max(1, pkt[12]), now)
         if typ == KEYS:
-            k = n - 8
+            k = n - 10
             if k <= 0 or k % KEY_LEN or k // KEY_LEN > KEYS_PER_PACKET:
                 raise WireError("bad_ext_length")
-            keys = [bytes(pkt[8 + i:8 + i + KEY_LEN]) for i in range(0, k, KEY_LEN)]
+            keys = [bytes(pkt[10 + i:10 + i + KEY_LEN]) for i in range(0, k, KEY_LEN)]
             self.node.learn(keys, EXT, now)
+            self._sender_set(bytes(pkt[8:10]), keys, now)
             return self._retry(now)
         raise WireError("unknown_ext_type")
+
+    def _sender_set(self, tag, keys, now):
+        """KEYS name every key of the sender's announced set that ours lacks (it solved
+        our beacon): once ours plus the keys heard under its TAG has that tag, that is
+        its set, a view to key WANT/CHNK by without waiting for its beacon."""
+        got = self.keys_heard.pop(tag, None) or []
+        for k in keys:
+            if k not in got and len(got) < 2 * self.node.goset.capacity:
+                got.append(k)
+        self.keys_heard[tag] = got
+        if len(self.keys_heard) > MAX_HEARD:
+            self.keys_heard.pop(next(iter(self.keys_heard)))
+        own = self.node.spaces.announced
+        if own is None:
+            return
+        view = list(own.keys)
+        agg = bytearray(own.state)
+        for k in got:
+            if k not in own.keys:
+                view.append(k)
+                xor_into(agg, k)
+        if bytes(agg[:2]) == tag and len(view) > len(own.keys):
+            view.sort()
+            self.node.spaces.add_view(view, bytes(agg), now)
+            self.keys_heard.pop(tag, None)
 
     def _heard(self, state, chk, count, full, now):
         for h in self.heard:
@@ -346,13 +418,16 @@ class Extension:
         known = sp.view(state)
         own = node.spaces.announced
         if own is not None and own.state == state:
-            self.echoed = True          # a neighbour announced our set: ours can wait
+            self.echoed += 1            # a neighbour announced our set: ours can wait
             if known is None:
                 known = sp.add_view(own.keys, state, now)
+                if known is None:
+                    return []           # both empty
         if known is not None:
             sp.seen(state, now)
+            self._relearn(known, now)
             if reply or full != self._full_tag():
-                return self._keys_for(known, now)
+                return self._keys_for(known.keys, state, now)
             return []
         self.quiet = False
         crossed = (not reply and self.last_beacon is not None
@@ -373,9 +448,18 @@ class Extension:
         if crossed:
             if mine < state:
                 d = self._decoder(state, count, full, sym, now)
-                d.t = now - DECODE_WAIT_MS + CROSS_WAIT_MS
+                if d is not None:
+                    d.t = now - DECODE_WAIT_MS + CROSS_WAIT_MS
             return []
         return self._reply_and_wait(state, count, full, sym, now)
+
+    def _relearn(self, view, now):
+        """Keys of a known view that left our GOSET (evicted while provisional) come back
+        while their holder keeps announcing them (aged-out ones stay out: goset.shunned)."""
+        g = self.node.goset
+        gone = [k for k in view.keys if g.index(k) < 0]
+        if gone:
+            self.node.learn(gone, EXT, now)
 
     def _find(self, state):
         for d in self.decoders:
@@ -465,48 +549,69 @@ class Extension:
         if new:
             node.learn(new, EXT, now)
             node._soon("want", now)     # feeds to fetch, keyed by the new view
-        sp = node.spaces.add_view(view, state, now)
+        node.spaces.add_view(view, state, now)
         self.counters["ext_views"] = self.counters.get("ext_views", 0) + 1
         if tell and full != self._full_tag():
-            return self._keys_for(sp, now, 2 if crossed else 1)
+            return self._keys_for(view, state, now, 2 if crossed else 1)
         return []
 
-    def _keys_for(self, sp, now, least=1):
-        """KEYS for the keys we vouch for that the remote set lacks (rate-limited), when
-        at least `least` are missing (after crossed beacons a single missing key is
-        decoded from our symbol 0 by the other side)."""
-        last = self.keys_sent.get(sp.state)
+    def _keys_for(self, keys, state, now, least=1):
+        """KEYS for the keys we vouch for that the remote set (`keys`, with XOR `state`)
+        lacks (rate-limited), when at least `least` are missing (after crossed beacons a
+        single missing key is decoded from our symbol 0 by the other side)."""
+        last = self.keys_sent.get(state)
         if last is not None and now - last < KEYS_GAP_MS:
             return []
         own = self.node.spaces.announced
         if own is None:
             return []
-        theirs = set(sp.keys)
+        theirs = set(keys)
         lack = [k for k in own.keys if k not in theirs]
         if len(lack) < least:
             return []
-        self.keys_sent[sp.state] = now
+        self.keys_sent[state] = now
         if len(self.keys_sent) > MAX_HEARD:
             self.keys_sent.pop(next(iter(self.keys_sent)))
         out = []
         for i in range(0, len(lack), KEYS_PER_PACKET):
-            out.append(("keys", DMX + bytes((KEYS,)) + b"".join(lack[i:i + KEYS_PER_PACKET])))
+            out.append(("keys", DMX + bytes((KEYS,)) + self.tag
+                        + b"".join(lack[i:i + KEYS_PER_PACKET])))
         return out
 
-    def _reply_and_wait(self, state, count, full, sym, now):
-        last = self.replied.get(state)
-        if last is not None and now - last < REPLY_GAP_MS:
+    def announce(self, key):
+        """KEYS naming one key we just came to vouch for (the node sends its proof after
+        it)."""
+        if self.tag is None:
             return []
-        self.replied[state] = now
-        if len(self.replied) > MAX_HEARD:
-            self.replied.pop(next(iter(self.replied)))
-        self._decoder(state, count, full, sym, now)
+        if self.node.spaces.shared(self.now):
+            self.told = key     # (a node that shares no set with a neighbour still beacons)
+        return [("keys", DMX + bytes((KEYS,)) + self.tag + key)]
+
+    def _reply_and_wait(self, state, count, full, sym, now):
+        d = self._decoder(state, count, full, sym, now)
+        # A REPLY is our symbol 0, the same for every neighbour (and heard by all): one
+        # per REPLY_GAP_MS while our set stays, however many beacons ask for it
+        if self.replied == self.state and now - self.replied_ms < REPLY_GAP_MS:
+            return []
+        if d is not None:
+            d.asked = 1 + STREAM_BURST * PER_PACKET   # what a REPLY brings (see below)
+        self.replied = self.state
+        self.replied_ms = now
         return [("reply", self._beacon(REPLY))]
 
     def _decoder(self, state, count, full, sym, now):
+        """The decoder of a remote set, started if needed; None when MAX_DECODERS run and
+        none of them is idle (a flood of beacons cannot push out a decode that is fed)."""
         d = self._find(state)
         if d is not None:
             return d
+        if len(self.decoders) >= MAX_DECODERS:
+            idle = [x for x in self.decoders if x.idle(now)]
+            if not idle:
+                self.counters["ext_decoders_busy"] = self.counters.get(
+                    "ext_decoders_busy", 0) + 1
+                return None
+            self.decoders.remove(idle[0])
         keys = self._local_keys()
         # Our own announced set's encoder is that set's prefix already: a copy is the
         # snapshot to decode against (no hashing), grown in doubling steps.
@@ -515,8 +620,6 @@ class Extension:
         dec.add(0, sym)
         d = _Decode(dec, keys, state, count, full, now)
         self.decoders.append(d)
-        if len(self.decoders) > MAX_DECODERS:
-            self.decoders.pop(0)
         return d
 
     def _on_symbols(self, tag, start, data, now):
@@ -534,14 +637,17 @@ class Extension:
         skip = dec.received - start
         if skip * SYM >= len(data):
             return []
+        first = dec.received
         try:
-            dec.add(dec.received, data[skip * SYM:])
+            dec.add(first, data[skip * SYM:])
             if not dec.done:
                 dec.split_pairs(SPLIT_BUDGET)
+            if not dec.done:
+                self._local_pairs(d, first)
         except codedsym.CodedSymbolError as e:
             self.decoders.remove(d)
             raise WireError("ext_" + e.reason.replace(" ", "_"))
-        d.t = now
+        d.t = d.fed = now
         d.tries = 0
         view = self._finish(d)
         if view is not None:
@@ -550,6 +656,27 @@ class Extension:
         if dec.received >= d.asked:
             return [self._request(d)]
         return []
+
+    def _local_pairs(self, d, first):
+        """New symbols holding just two keys of ours (COUNT -2): both map there, so the
+        pair is among the local keys split_pairs indexed at that symbol (one XOR and one
+        lookup each, no hashing until a pair is found; checked by checksum). Each is
+        resolved and peeling goes on. (Symbol 0 is _endgame's.)"""
+        dec = d.dec
+        at = dec._at        # codedsym split_pairs' index: symbol -> local keys mapping there
+        for i in range(max(first, 1), dec.received):
+            if dec.counts[i] != -2:
+                continue
+            rest = dec.residual(i, i + 1)
+            s = rest[:KEY_LEN]
+            cands = at.get(i, ())
+            cset = set(cands)
+            for k in cands:
+                r = xor_bytes(s, k)
+                if k < r and r in cset and xor_bytes(_chk(k), _chk(r)) == rest[KEY_LEN:SUM]:
+                    dec.resolve(k, -1)
+                    dec.resolve(r, -1)
+                    break
 
     def _request(self, d):
         have = d.dec.received

@@ -23,21 +23,29 @@ timers are the ESP32's (full claim every 20 s, pending-claim work every 5-5.5 s,
 CHNK every 1.5-2 s). The simulator runs it for deployed-behaviour boards.
 
 EXTENDED is what our boards and hosts run. Same packets towards deployed nodes, plus:
-  - GOSET policy: trust classes, eviction and ageing of keys nobody vouches for, exact
-    answers to claims (goset.py); the GOSET extension between our nodes (gosetx.py).
-  - WANT/CHNK are keyed by any set a neighbour showed it holds (spaces.py) and answered
-    under any set we know; with no such sign, none are sent.
+  - GOSET policy: trust classes (keys from unauthenticated packets stay provisional
+    until an entry verifies), eviction and ageing of keys nobody vouches for, exact
+    answers to claims (goset.py); candidates a deployed claim names by XOR, confirmed by
+    a WANT probe keyed by its set (peerset.py); the GOSET extension between our nodes
+    (gosetx.py). A feed that becomes vouched for here is named to our neighbours in
+    KEYS with its entry as proof.
+  - WANT/CHNK are keyed by any set a neighbour showed it holds (spaces.py), those that
+    brought verified data first, and answered under any set we know; with no such sign,
+    none are sent.
   - A WANT or CHNK we cannot serve yet is remembered (DEFER_MS); the entry or chunk goes
     out as soon as it arrives, so a new entry travels a hop in about its own airtime
-    instead of waiting for the requester's next timer. An entry that opens a side chain
-    goes out with the chain once complete, and a WANT reply pushes a chain's first
-    chunks: no hop transmits while the hop before it still does (hidden nodes).
+    instead of waiting for the requester's next timer, and once more REPUSH_MS later
+    unless the requester asked on. An entry that opens a side chain goes out with the
+    chain once complete, and a WANT reply pushes a chain's first chunks: no hop
+    transmits while the hop before it still does (hidden nodes).
   - While a side chain arrives we send no WANT, ask for nothing of it and hold our
-    replies (CHAIN_BUSY_MS, POSTPONE_MS): half duplex would cost us its next chunk.
+    replies and periodic packets (CHAIN_BUSY_MS, POSTPONE_MS): half duplex would cost us
+    its next chunk.
   - Signs that a neighbour holds more (its WANT asks beyond our newest entry, its CHNK
     beyond our newest chunk) bring our WANT/CHNK forward, after its holders' replies
-    (AHEAD_MS); a WANT or CHNK that brought nothing doubles the period up to
-    WANT_MAX_MS, so an idle mesh stays quiet.
+    (AHEAD_MS); a WANT or CHNK that brought nothing (a push after ANSWER_MS does not
+    count as an answer) doubles the period up to WANT_MAX_MS, so an idle mesh stays
+    quiet.
   - Entries and chunks that arrive before their predecessor are kept (ORPHANS).
   - Any number of stored feeds: the GOSET holds the followed ones, then the most recently
     active, up to capacity - RESERVE; the rest stay in the store, dormant (capacity
@@ -50,12 +58,12 @@ from hashlib import sha256
 from tinyssb import entry
 from tinyssb import vectors
 from tinyssb.aggregate import Aggregate
-from tinyssb.dmx import GOSET_DMX
+from tinyssb.dmx import GOSET_DMX, want_dmx
 from tinyssb.errors import WireError
-from tinyssb.goset import (CAPACITY, CLAIM, CLAIM_LEN, EXT, EXTENDED, KEY_LEN, PINNED, GOSet,
+from tinyssb.goset import (CAPACITY, CLAIM, CLAIM_LEN, EXTENDED, KEY_LEN, PINNED, GOSet,
                            GOSetFull)
 from tinyssb.replica import MAX_CHAIN_CHUNKS, Replica
-from tinyssb.spaces import Spaces
+from tinyssb.spaces import FAILED, Spaces
 
 try:
     import random as _random
@@ -86,8 +94,9 @@ DEFER_MS = 30000        # a request we could not serve is kept this long: > 2 x 
 MAX_DEFERRED = 32       # remembered side-chain requests (entry requests: one per feed)
 DEPLOYED_MS = 60000     # a deployed neighbour counts as present this long after its last
                         # claim we cannot attribute to our nodes (3 full-claim periods)
-DISCOVERY_CLAIMS = 10   # without one, every 10th claim period (200 s) still claims: a
-                        # deployed node with an empty set says nothing until it learns
+DISCOVERY_CLAIMS = 15   # without one, every 15th claim period (300 s, the age of junk
+                        # keys) still claims: a deployed node with an empty set says
+                        # nothing until it learns
 GOSET_SOON_MS = 1000    # GOSET round brought forward while claims or novelties wait
 REACT_NOVELTIES = 4     # novelties sent at once in answer to a claim (the rest: rounds)
 CHAIN_BUSY_MS = 1500    # a side chain that got a chunk this recently is still arriving (a
@@ -104,6 +113,17 @@ PUSH_CHUNKS = 3         # chunks sent right after the entries of one reply that 
                         # queue holds 10 frames, a WANT reply up to 5 entries)
 NO_WANT = 0x7FFF        # WANT seq for a feed we do not replicate: beyond any log, and
                         # within the ESP32's 16-bit request seq
+REPUSH_MS = 700         # an entry pushed to a neighbour's standing WANT goes once more this
+REPUSH_JITTER = 300     # (+ rand(REPUSH_JITTER), + CHUNK_SLOT_MS per chunk pushed with it)
+                        # later, unless the requester asked for it or beyond meanwhile: a
+                        # push lost to a hidden node's transmission would otherwise wait
+                        # for the requester's next WANT (up to WANT_MAX_MS). Blind, as no
+                        # sign tells a loss (a copy we hear may be the hop before us
+                        # pushing again); one entry frame per hop against a stall of
+                        # seconds (tools/bench_sim.py latency cases)
+CHUNK_SLOT_MS = 700     # one chunk frame and its send slot (124 B, 250-550 ms gap)
+ANSWER_MS = 3000        # what arrives this soon after our WANT (CHNK) answers it: a reply
+                        # waits behind at most a few frames in the sender's queue
 
 
 class Node:
@@ -163,7 +183,10 @@ class Node:
         self._last = {"want": None, "chnk": None}   # ms each was last sent
         self._idle = {"want": 0, "chnk": 0}         # sent and brought nothing, in a row
         self._got = {"want": False, "chnk": False}  # something arrived since the last one
+        self._under = {"want": None, "chnk": None}  # the Space the last one was keyed by
         self.ext = None
+        self.unacked = {}          # fid -> [seq pushed, ms to push again, extra ms]
+        self.clock = 0             # the latest time passed in (ms)
         own = None
         if identity is not None:
             own = bytes(identity[1])
@@ -313,7 +336,7 @@ class Node:
             keys = []
             agg = Aggregate(KEY_LEN)
             for k in g.keys:
-                if g.trust(k) <= EXT:
+                if g.trust(k) == PINNED:
                     keys.append(k)
                     agg.add(k)
             sp = self.spaces.set_own("announced", keys, bytes(agg.xor))
@@ -378,6 +401,7 @@ class Node:
     def on_packet_kinds(self, pkt, now=0):
         """As on_packet, but returns (kind, packet) pairs (kind: entry, chunk, novelty, ...)."""
         try:
+            self.clock = now
             out = self._dispatch(pkt, now)
             self._count("rx")
             if out and self.extended and self._receiving(now):
@@ -495,12 +519,31 @@ class Node:
             while g.novelties and k < REACT_NOVELTIES:
                 out.append(("novelty", g.novelty(g.novelties.pop(0))))
                 k += 1
+            for p in g.asks_out:
+                out.append(("claim", p))
+            self._count("tx_goset", len(g.asks_out))
+            g.asks_out = []
             if g.busy():
                 self._soon("goset", now, GOSET_SOON_MS)
         self._learned(new, now)
         if self._settle() or g.state != before:
             self._refresh()
             self._event("goset", {"count": len(g), "state": g.state.hex()})
+        if self.extended and g.peer.candidates:
+            # before our novelties: a probe is keyed by the set the neighbour holds now
+            out = self._probe(now) + out
+        return out
+
+    def _probe(self, now):
+        """WANTs for the first entry of candidate keys (peerset.py): keyed by the deployed
+        neighbour's set, at the candidate's index there. The entry that answers verifies
+        under the candidate and makes it ours."""
+        out = []
+        for k, state, i in self.goset.peer.probes(now):
+            if k not in self.replicas:
+                self._add_replica(k, persist=False)   # armed for entry 1, not in the set
+            out.append(("probe", vectors.encode_want(want_dmx(state), i, [1])))
+            self._count("tx_probe")
         return out
 
     def _learned(self, keys, now):
@@ -532,10 +575,28 @@ class Node:
             self._arm(chain.expect, r, seq)
         self._count("rx_entry")
         self._event("append", {"feed": r.fid.hex(), "seq": seq})
-        self._got["want"] = True
+        self._answered("want", now)
         self.fresh[r.fid] = now
         if not self.extended:
             return []
+        if r.fid not in self.goset:
+            # a candidate's probe was answered: the entry verified under it
+            self.goset.peer.confirmed(r.fid)
+            try:
+                self.goset.add(r.fid, PINNED, now)
+            except GOSetFull:
+                pass
+            self._count("rx_confirmed")
+            self._refresh()
+        proof = []
+        if self.goset.trust(r.fid) != PINNED and self.ext is not None and \
+                self.spaces.lacking(r.fid, now):
+            # The feed's key was provisional here and is vouched for now: we name it to
+            # our neighbours (KEYS) with this entry as its proof, so each verifies it at
+            # once and passes it on the same way, rather than decoding our next beacon
+            # and asking for the entry (held like any reply while its chain arrives)
+            proof = self.ext.announce(r.fid) + [("entry", pkt)]
+            self._count("tx_proof")
         self._verified(r)
         if chain is not None:
             # our nodes push a chain's first chunks after its entry: ask only if none
@@ -544,8 +605,11 @@ class Node:
             # earlier would ask while the hop before us still sends (hidden nodes).
             self.chain_t[(r.fid, seq)] = now
             self._soon("chnk", now, CHAIN_BUSY_MS)
-            return []
-        return self._owed_entry(r, seq, now)
+            return proof
+        out = self._owed_entry(r, seq, now)
+        if proof:
+            out = proof[:-1] + (out or proof[-1:])
+        return out
 
     def _on_chunk(self, h, waiting, pkt, now):
         del self.by_hash[h]
@@ -559,7 +623,7 @@ class Node:
                 self._count("drop_" + e.reason)
                 continue
             self._count("rx_chunk")
-            self._got["chnk"] = True
+            self._answered("chnk", now)
             self._event("chunk", {"feed": r.fid.hex(), "seq": seq, "cnr": cnr})
             if chain is not None:
                 self._arm(chain.expect, r, seq)
@@ -587,6 +651,8 @@ class Node:
             r = self.replicas.get(fid)
             if r is None:
                 continue
+            if self.unacked:
+                self._acked(fid, s)     # it asks for what we pushed, or beyond
             if 1 <= s <= r.max_seq:
                 reqs.append((fid, s))
             elif self.extended and 1 <= s <= vectors.MAX_SEQ:
@@ -730,8 +796,40 @@ class Node:
         self._count("tx_owed")
         if p is None:
             return []
-        return [("entry", p)] + self._chains_after([(r.fid, seq)], now or 0,
-                                                   vectors.CHNK_CREDIT)
+        chain = self._chains_after([(r.fid, seq)], now or 0, vectors.CHNK_CREDIT)
+        self._pushed(r.fid, seq, len(chain), now)
+        return [("entry", p)] + chain
+
+    def _pushed(self, fid, seq, chunks, now):
+        """We pushed entry seq of fid to a neighbour's standing WANT: it goes once more
+        (REPUSH_MS) unless the requester asks beyond it first. (now None: posted; the
+        time starts when the outbox goes, at the next tick.)"""
+        if len(self.unacked) >= self.goset.capacity and fid not in self.unacked:
+            return
+        extra = chunks * CHUNK_SLOT_MS
+        due = None if now is None else now + REPUSH_MS + self.rand(REPUSH_JITTER) + extra
+        self.unacked[fid] = [seq, due, extra]
+
+    def _acked(self, fid, seq):
+        u = self.unacked.get(fid)
+        if u is not None and u[0] <= seq <= vectors.MAX_SEQ and seq != NO_WANT:
+            del self.unacked[fid]
+
+    def _repush(self, now):
+        out = []
+        for fid in list(self.unacked):
+            u = self.unacked[fid]
+            if u[1] is None:
+                u[1] = now + REPUSH_MS + self.rand(REPUSH_JITTER) + u[2]
+                continue
+            if u[1] > now:
+                continue
+            del self.unacked[fid]
+            p = self.store.entry(fid, u[0])
+            if p is not None and fid in self.replicas:
+                out.append(("entry", p))
+                self._count("tx_repushed")
+        return out
 
     def _owed_chunks(self, r, seq):
         """The chunks of a now complete chain that a neighbour asked for."""
@@ -808,6 +906,8 @@ class Node:
                 t = min(t, c + CHAIN_BUSY_MS)
         if self.ext is not None:
             t = min(t, self.ext.next_deadline(now))
+        for u in self.unacked.values():
+            t = min(t, now if u[1] is None else u[1])
         return t
 
     def tick(self, now):
@@ -818,16 +918,19 @@ class Node:
         """As tick, but returns (kind, packet) pairs (claim, novelty, want, chnk, ...)."""
         if self._due is None:
             self._start(now)
+        self.clock = now
         out = self.outbox + self._release(now)
         self.outbox = []
+        if self.unacked:
+            out.extend(self._repush(now))
         due = self._due
         g = self.goset
         gs = []
         if now >= due["claim"]:
             self._claims += 1
-            if (not self.extended or self.deployed_present(now)
+            if (not self.extended or (self.deployed_present(now) and not g.peer.ahead(now))
                     or self._claims % DISCOVERY_CLAIMS == 0):
-                p = g.full_claim()
+                p = g.full_claim(now)
                 if p is not None:
                     b = self.ext.paired_beacon(now) if self.ext is not None else None
                     if b is not None:
@@ -864,6 +967,12 @@ class Node:
                 out.append(("chnk", p))
                 self._count("tx_chnk")
             self._reschedule("chnk", now)
+        if self.extended and out and self._receiving(now):
+            # nothing periodic goes out while a side chain arrives (half duplex: it would
+            # cost us its next chunk); what we owe from our own posts goes at once
+            own = [o for o in out if o[0] in ("entry", "chunk")]
+            held = [o for o in out if o[0] not in ("entry", "chunk")]
+            return own + self._postpone(held, now)
         return out
 
     def _want_tick(self, now):
@@ -872,11 +981,12 @@ class Node:
         if self._receiving(now):
             return None     # half duplex: a WANT now would cost us a chunk
         self.spaces.drop_stale(now)
-        sp = self.spaces.next_shared(now)
-        p = None if sp is None else self._want_in(sp)
-        if p is not None:
-            self._note("want", now)
-        return p
+        for sp in self.spaces.next_shared(now):
+            p = self._want_in(sp, now)
+            if p is not None:
+                self._note("want", now, sp)
+                return p
+        return None
 
     def _chnk_tick(self, now):
         if not self.extended:
@@ -886,7 +996,7 @@ class Node:
         for sp in self.spaces.shared(now):
             p = self._chnk_in(sp, now)
             if p is not None:
-                self._note("chnk", now)
+                self._note("chnk", now, sp)
                 return p
         return None
 
@@ -897,15 +1007,33 @@ class Node:
                 return True
         return False
 
-    def _note(self, name, now):
-        """Back-off bookkeeping: did the previous request bring anything?"""
+    def _answered(self, name, now):
+        """Something arrived. It answers our last WANT (CHNK) if it came within ANSWER_MS
+        of it (later it is a push to a standing request: no reason to ask sooner)."""
+        last = self._last[name]
+        if last is None or not self.extended or now - last < ANSWER_MS:
+            self._got[name] = True
+
+    def _note(self, name, now, sp):
+        """Back-off bookkeeping: did the previous request bring anything? (Then the space
+        it was keyed by is one a neighbour really holds: spaces.py.)"""
         if self._last[name] is not None:
+            prev = self._under[name]
             if self._got[name]:
                 self._idle[name] = 0
-            elif self._idle[name] < 3:
-                self._idle[name] += 1
+                if prev is not None:
+                    prev.used = now
+            else:
+                # (a request that tried a set nobody answered yet is no sign of an idle
+                # mesh while another set still brings data)
+                if self._idle[name] < 3 and not (prev is not None and prev.rank()[0]
+                                                 and self.spaces.useful(now)):
+                    self._idle[name] += 1
+                if prev is not None:
+                    prev.used = FAILED
         self._got[name] = False
         self._last[name] = now
+        self._under[name] = sp
 
     def want_vector(self, space=None):
         """The next WANT packet keyed by `space` (default: our GOSET), or None when there
@@ -916,21 +1044,28 @@ class Node:
                 return None
         return self._want_in(space)
 
-    def _want_in(self, sp):
+    def _want_in(self, sp, now=None):
         keys = sp.keys
         if not keys:
             return None
         reps = self.replicas
         own = self.author.fid if self.author is not None and self.extended else None
+        g = self.goset
 
         def next_seq(i):
             r = reps.get(keys[i])
             # our own feed: nobody holds newer entries, and asking makes neighbours owe
             # us our own next entry (they would echo it back)
-            return NO_WANT if r is None or r.fid == own else r.max_seq + 1
+            if r is None or r.fid == own:
+                return NO_WANT
+            if r.max_seq == 0 and now is not None:
+                g.fetch(r.fid, now)    # provisional: kept while its answer may come
+            return r.max_seq + 1
 
         start = sp.offs % len(keys)
         seqs, sp.offs = vectors.plan_want(len(keys), start, next_seq)
+        if self.extended and all(s == NO_WANT for s in seqs):
+            return None     # nothing to ask under this set (our own feed only)
         return vectors.encode_want(sp.want_dmx, start, seqs)
 
     def chnk_vector(self, space=None):

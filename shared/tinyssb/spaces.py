@@ -13,17 +13,25 @@ by it. Evidence expires, so a node that heard nobody for EVIDENCE_MS stops askin
 junk packet can at most make it ask a few times nobody answers. Junk keys in our GOSET
 change the goset state but not the announced one, and a neighbour's junk does not change
 our view of what it announced: WANT/CHNK between our nodes go on whatever junk arrives.
+
+Anyone can show a set (a forged beacon is a view like any other), but only a set some
+node really holds brings verified entries and chunks back. So a space whose last request
+did (`used`) is asked under first and is the last view evicted; the others are tried one
+request in EXPLORE (a flood of forged views can neither push out nor crowd out the view a
+node replicates from).
 """
 from tinyssb.dmx import chnk_dmx, want_dmx
 
 EVIDENCE_MS = 90000   # a neighbour's set counts as shared this long after its last sign:
                       # four deployed full-claim periods (20 s), over our beacon period
 MAX_VIEWS = 6         # neighbours' sets kept (each a list of key references, <= 255)
+EXPLORE = 4           # one request in this many goes to a space that brought nothing yet
+FAILED = -1           # Space.used after a request keyed by it brought nothing
 
 
 class Space:
     """A sorted key list under one state, with the WANT/CHNK DMX values it keys."""
-    __slots__ = ("keys", "state", "want_dmx", "chnk_dmx", "seen", "name", "offs")
+    __slots__ = ("keys", "state", "want_dmx", "chnk_dmx", "seen", "name", "offs", "used")
 
     def __init__(self, keys, state, name):
         self.keys = keys
@@ -33,9 +41,19 @@ class Space:
         self.seen = None    # ms of the last sign that a neighbour holds this set
         self.name = name    # "goset", "announced" or "view"
         self.offs = 0       # WANT round-robin start
+        self.used = None    # ms our last request keyed by it brought verified entries or
+                            # chunks; None: never asked under it; FAILED: it brought nothing
 
     def live(self, now):
         return self.seen is not None and now - self.seen < EVIDENCE_MS
+
+    def rank(self):
+        """Sort key, best first: useful (most recently first), not tried yet (most
+        recently shown first), tried in vain."""
+        u = self.used
+        if u is not None and u >= 0:
+            return (0, -u)
+        return (1 if u is None else 2, -(self.seen or 0))
 
 
 class Spaces:
@@ -62,12 +80,16 @@ class Spaces:
         new = Space(keys, state, name)
         if sp is not None:
             new.seen = sp.seen
+            new.used = sp.used
         setattr(self, name, new)
         self._index()
         return new
 
     def add_view(self, keys, state, now):
-        """Record a neighbour's set (sorted keys); return its Space (evidence now)."""
+        """Record a neighbour's set (sorted keys); return its Space (evidence now). An
+        empty set is no space to ask under: None."""
+        if not keys:
+            return None
         for v in self.views:
             if v.state == state:
                 v.keys = keys
@@ -77,8 +99,8 @@ class Spaces:
         v.seen = now
         self.views.append(v)
         if len(self.views) > MAX_VIEWS:
-            self.views.sort(key=lambda s: s.seen)
-            self.views.pop(0)
+            self.views.sort(key=lambda s: s.rank())
+            self.views.pop()    # the least useful
         self._index()
         self.seen(state, now)
         return v
@@ -123,19 +145,44 @@ class Spaces:
                 v.seen = now
 
     def shared(self, now):
-        """Spaces some neighbour showed it holds, one per state."""
+        """Spaces some neighbour showed it holds, one per state; those that brought
+        verified data first, most recently useful first."""
         out = []
         states = []
         for sp in self.all():
             if sp.live(now) and sp.state not in states:
                 states.append(sp.state)
                 out.append(sp)
+        out.sort(key=lambda s: s.rank())
         return out
 
+    def lacking(self, key, now):
+        """True when a live view (a neighbour's set we know) lacks `key`."""
+        for v in self.views:
+            if v.live(now) and key not in v.keys:
+                return True
+        return False
+
+    def useful(self, now):
+        """True when a shared space brought data on its last request."""
+        for sp in self.shared(now):
+            if sp.rank()[0] == 0:
+                return True
+        return False
+
     def next_shared(self, now):
-        """The space to key the next WANT/CHNK by: the shared ones in turn, or None."""
+        """The spaces to key the next WANT by, in the order to try them (the first that
+        has something to ask wins): the shared ones in turn, those that brought verified
+        data first (the others one request in EXPLORE)."""
         sh = self.shared(now)
         if not sh:
-            return None
-        self._turn = (self._turn + 1) % len(sh)
-        return sh[self._turn]
+            return sh
+        self._turn += 1
+        used = [s for s in sh if s.rank()[0] == 0]
+        rest = sh[len(used):]
+        if used:
+            k = self._turn % len(used)
+            used = used[k:] + used[:k]
+        if used and rest and self._turn % EXPLORE == 0:
+            return rest + used
+        return used + rest

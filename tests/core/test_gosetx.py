@@ -19,12 +19,13 @@ def node(seed, keys, mode=None, capacity=100):
     return n
 
 
-def pair(common, only_a, only_b, seed=1):
+def pair(common, only_a, only_b, seed=1, capacity=100):
     r = Rand(seed)
     c = [r.key() for _ in range(common)]
     ka = c + [r.key() for _ in range(only_a)]
     kb = c + [r.key() for _ in range(only_b)]
-    return node(seed, ka), node(seed + 50, kb), set(ka) | set(kb)
+    return (node(seed, ka, capacity=capacity), node(seed + 50, kb, capacity=capacity),
+            set(ka) | set(kb))
 
 
 def agree(a, b, until=60000):
@@ -48,27 +49,34 @@ def test_packet_layouts():
             assert kind == "symbols" and len(s) == 12 + 36 * (stop - start) <= 120
             assert s[8:10] == a.announced().state[:2]
             assert int.from_bytes(s[10:12], "big") == start
-    out = a.ext._keys_for(b.spaces.add_view(b.announced().keys, b.announced().state, 0), 0)
-    assert [len(p) for _, p in out] == [104]     # 3 keys in one packet
+    out = a.ext._keys_for(b.announced().keys, b.announced().state, 0)
+    assert [len(p) for _, p in out] == [106]     # 3 keys in one packet
 
 
 def test_one_missing_key_travels_in_one_beacon():
-    a, b, union = pair(30, 1, 0)
-    bus, t = agree(a, b)
-    assert a.goset.keys == b.goset.keys and set(b.goset.keys) == union
-    assert goset_bytes(bus) <= 100 and bus.packets.get("symbols", 0) == 0
+    for seed in range(1, 6):
+        a, b, union = pair(30, 1, 0, seed, capacity=32)
+        bus, t = agree(a, b)
+        assert a.goset.keys == b.goset.keys and set(b.goset.keys) == union
+        # the fuller set beacons first after start; symbol 0 alone names the key
+        assert goset_bytes(bus) == X.BEACON_LEN and bus.packets == {"beacon": 1}, seed
 
 
 def test_the_side_holding_more_names_what_the_other_lacks():
     # b's beacon reaches a first: a solves it (b's set is a subset) and sends KEYS.
     a, b, union = pair(40, 7, 0)
+    before = b.announced().state
     out = a.on_packet_kinds(b.ext._beacon(X.BEACON), 10)
     assert [k for k, _ in out] == ["keys", "keys", "keys"]
     for _, p in out:
         b.on_packet(p, 10)
     assert set(b.goset.keys) == union
-    assert all(b.goset.trust(k) == EXT for k in set(a.goset.keys) - set(b.announced().keys))
-    assert b.announced().state == a.announced().state   # EXT keys are announced too
+    learned = union - set(b.followed)
+    assert len(learned) == 7 and all(b.goset.trust(k) == EXT for k in learned)
+    # learned keys are provisional: not announced onward until an entry verifies
+    assert b.announced().state == before and not learned & set(b.announced().keys)
+    # the KEYS (tagged with a's set) add up to a's set: b can ask a for entries at once
+    assert b.spaces.view(a.announced().state).keys == a.announced().keys
 
 
 def test_two_sided_differences_decode():
@@ -88,7 +96,7 @@ def test_a_deployed_node_ignores_the_extension():
     pkts = [a.ext._beacon(X.BEACON), a.ext._beacon(X.REPLY)]
     pkts += [p for _, p in a.ext._symbols(1, 4)]
     pkts.append(X.DMX + b"r" + a.ext.tag + b"\x00\x01\x06")
-    pkts.append(X.DMX + b"k" + r.key())
+    pkts.append(X.DMX + b"k" + a.ext.tag + r.key())
     before = (list(d.goset.keys), d.goset.state)
     for p in pkts:
         assert d.on_packet(p, 5) == []
@@ -118,8 +126,8 @@ def test_malformed_extension_packets_are_dropped_and_counted():
            X.DMX + b"r" + tag + b"\x00\x00\x06",          # request for symbol 0
            X.DMX + b"r" + tag + b"\xff\xff\x06",          # beyond any stream
            X.DMX + b"r" + tag + b"\x00",                  # short request
-           X.DMX + b"k" + bytes(31),                      # partial key
-           X.DMX + b"k" + bytes(32 * 4),                  # > 3 keys: beyond 120 bytes
+           X.DMX + b"k" + tag + bytes(31),                # partial key
+           X.DMX + b"k" + tag + bytes(32 * 4),            # > 3 keys: beyond 120 bytes
            X.DMX + b"x" + bytes(10)]                      # unknown type
     for p in bad:
         assert a.on_packet(p, 1) == []
@@ -167,3 +175,42 @@ def test_want_is_keyed_by_a_set_a_neighbour_showed_and_not_sent_without_one():
     w = b._want_tick(bus.now + 1)
     assert w is not None and w[:7] == want_dmx(a.announced().state)
     assert a.spaces.lookup(w[:7]) is not None
+
+
+def test_spaces_that_brought_data_are_asked_first_and_empty_sets_are_no_space():
+    from tinyssb.spaces import EXPLORE, FAILED, Spaces
+    sp = Spaces()
+    assert sp.add_view([], bytes(32), 0) is None
+    r = Rand(3)
+    good = sp.add_view([r.key()], r.key(), 0)
+    junk = [sp.add_view([r.key()], r.key(), 10 + i) for i in range(3)]
+    good.used = 5
+    junk[0].used = FAILED
+    firsts = [sp.next_shared(100)[0] for _ in range(4 * EXPLORE)]
+    assert firsts.count(good) == 3 * EXPLORE            # the useful one, but ...
+    assert junk[2] in firsts and junk[0] not in firsts  # ... the newest untried is tried
+    for _ in range(20):                                 # a flood of views: good stays
+        sp.add_view([r.key()], r.key(), 200)
+    assert good in sp.views
+
+
+def test_an_empty_set_is_announced_once_and_beacons_back_off_only_when_they_can():
+    lone = node(1, [])
+    kinds = []
+    for t in range(0, 200000, 100):
+        kinds.extend(k for k, _ in lone.tick_kinds(t))
+    assert kinds.count("beacon") == 1          # the empty set, at start
+
+    def beacons(n, heard):
+        sent = []
+        for t in range(0, 300000, 100):
+            if heard and t % 10000 == 0:
+                n.on_packet(X.DMX + b"r" + b"zz" + b"\x00\x01\x03", t)   # one of ours near
+            if any(k == "beacon" for k, _ in n.tick_kinds(t)):
+                sent.append(t)
+        return max(b - a for a, b in zip(sent, sent[1:]))
+    # none of our nodes heard: Trickle doubles up to 80 s
+    assert beacons(node(2, [Rand(4).key()]), False) > 70000
+    # one of ours heard, but it shares no set with us: our beacon is how it will name its
+    # set to us, so the period stays 20 s
+    assert beacons(node(3, [Rand(5).key()]), True) <= 21000

@@ -148,3 +148,59 @@ def test_a_store_with_more_feeds_than_the_set_holds_starts():
     # deployed behaviour starts too: the first `capacity` feeds
     d = Node(st, capacity=20, timing=FAST, mode=DEPLOYED)
     assert len(d.goset) == 20
+
+
+def forged_keys(r, n=3):
+    from tinyssb import gosetx as X
+    return X.DMX + b"k" + r.bytes(2) + b"".join(r.key() for _ in range(n))
+
+
+def forged_beacon(r, victim):
+    """A beacon of the victim's announced set plus one junk key: it decodes from symbol 0
+    alone (what an attacker that heard the victim's beacon can send)."""
+    from tinyssb import gosetx as X
+    from tinyssb.hotloops import xor_bytes
+    s0 = victim.ext.enc.encode(0, 1)
+    j = r.key()
+    sym = xor_bytes(s0[:32], j) + xor_bytes(s0[32:35], X._chk(j)) + bytes(((s0[35] + 1) & 255,))
+    return X.DMX + b"b" + r.bytes(4) + sym
+
+
+def test_keys_from_forged_extension_packets_are_never_passed_on():
+    # a - b - c, all ours; an attacker next to b forges KEYS and decodable beacons. b may
+    # hold junk for a while (provisional), but never announces it: c learns a's feed only.
+    a, b, c = authored(3), make_node(rand_seed=2), make_node(rand_seed=3)
+    bus = Bus([a, b, c], links={(0, 1), (1, 2)})
+    r = Rand(21)
+    junk = set()
+    t = 0
+    while t < 120000 and not same_stores([a, b, c]):
+        t += 100
+        if t < 60000:
+            p = forged_keys(r) if t % 200 else forged_beacon(r, b)
+            b.on_packet(p, t)
+            junk.update(k for k in b.goset.keys if k != a.author.fid)
+        bus.step(t)
+        assert not junk & set(b.announced().keys)
+    assert same_stores([a, b, c]) and junk
+    assert not junk & set(c.goset.keys)
+    assert c.goset.keys == [a.author.fid] and b.store.feeds() == [a.author.fid]
+    assert b.counters.get("drop_internal_error", 0) == 0, b.last_error
+
+
+def test_a_provisional_key_being_fetched_is_not_pushed_out_by_junk():
+    from tinyssb.goset import FETCH_MS
+    a, b = authored(2), make_node(rand_seed=2)
+    b.goset.capacity = 10
+    bus = Bus([a, b])
+    fid = a.author.fid
+    bus.run(30000, 100, stop=lambda: fid in b.goset)
+    t = bus.now
+    b.goset.fetch(fid, t)           # as b's WANT listing it does
+    r = Rand(5)
+    for i in range(50):
+        b.on_packet(forged_keys(r), t + i)
+    assert fid in b.goset and b.goset.trust(fid) == EXT
+    for i in range(10):
+        b.on_packet(forged_keys(r), t + FETCH_MS + i)
+    assert fid not in b.goset       # once the answer is overdue it is junk's equal

@@ -80,3 +80,52 @@ def test_orphans_wait_for_their_predecessor():
     b.on_packet(ch[0], 3)
     assert b.store.chunk_count(fid, 3) == 3
     assert b.counters["rx_adopted"] == 4
+
+
+def test_a_pushed_entry_goes_once_more_unless_the_requester_asks_on():
+    from tinyssb.node import REPUSH_JITTER, REPUSH_MS
+    a = author([20, 20])
+    fid = a.author.fid
+    b, c = relay(fid, 2), relay(fid, 3)
+    b.tick_kinds(0)
+    b.on_packet(c.want_vector(), 0)
+    e1 = a.store.entry(fid, 1)
+    assert b.on_packet(e1, 10) == [e1]                   # pushed to c's standing WANT
+    later = 10 + REPUSH_MS + REPUSH_JITTER
+    assert b.next_deadline(20) <= later
+    assert [p for k, p in b.tick_kinds(later) if k == "entry"] == [e1]    # once more
+    assert [p for k, p in b.tick_kinds(later + 5000) if k == "entry"] == []  # only once
+    # a WANT of c that asks beyond it shows the push arrived: nothing goes again
+    e2 = a.store.entry(fid, 2)
+    assert b.on_packet(e2, later + 6000) == [e2]
+    c.on_packet(e1, later + 6000)
+    c.on_packet(e2, later + 6000)
+    b.on_packet(c.want_vector(), later + 6100)
+    assert [k for k, p in b.tick_kinds(later + 6000 + REPUSH_MS + REPUSH_JITTER)
+            if k == "entry"] == []
+
+
+def test_a_newly_vouched_feed_is_named_with_its_proof():
+    # b holds a's key provisionally; the first entry verifies it: b names the key in
+    # KEYS, followed by the entry, since a neighbour whose set it knows (c) lacks it
+    from tinyssb import gosetx as X
+    a = author([20])
+    fid = a.author.fid
+    b = Node(MemStore(), timing=FAST, rand=Rand(2).below)
+    c = Node(MemStore(), identity=identity(3), timing=FAST, rand=Rand(3).below)
+    b.tick_kinds(0)
+    b.learn([fid], 1, 0)                                   # EXT, as from a's beacon
+    b.on_packet(c.ext._beacon(X.BEACON), 5)                # b knows c's set now
+    e1 = a.store.entry(fid, 1)
+    out = b.on_packet_kinds(e1, 10)
+    assert [k for k, _ in out] == ["keys", "entry"] and out[0][1][10:] == fid
+    assert out[1][1] == e1 and b.counters["tx_proof"] == 1
+    c.tick_kinds(0)
+    c.on_packet(out[0][1], 11)
+    c.on_packet(out[1][1], 11)
+    assert c.store.front(fid)[0] == 1                      # verified at once
+    # nobody we know lacks it: no KEYS
+    d = Node(MemStore(), timing=FAST, rand=Rand(4).below)
+    d.tick_kinds(0)
+    d.learn([fid], 1, 0)
+    assert [k for k, _ in d.on_packet_kinds(e1, 10)] == []

@@ -104,3 +104,20 @@ def test_a_frame_queued_while_idle_waits_for_a_random_slot():
         assert 0 <= d < IDLE_SLOT_MS and s.pop(100000 + d) == frame(1)
         waits.add(d)
     assert len(waits) > 10
+
+
+def test_data_frames_back_to_back_take_the_short_burst_gap():
+    from tssbfw.scheduler import BURST, DATA_FRAME
+    air = plan_airtime_ms(regions.plan("US915.a"), DATA_FRAME)
+    for burst, lo, hi in ((BURST, BURST[0], sum(BURST)), (None, GAP_MS, GAP_MS + JITTER_MS)):
+        s = make(burst=burst)
+        s.push(frame(1, DATA_FRAME))    # an entry and its chunk
+        s.push(frame(2, DATA_FRAME))
+        s.push(frame(3))                # a WANT after them
+        now = s.due_in(0)
+        assert s.pop(now) == frame(1, DATA_FRAME)
+        assert lo <= s.due_in(now) - air < hi
+        now += s.due_in(now)
+        assert s.pop(now) == frame(2, DATA_FRAME)
+        # not before a small frame: the ESP32's slot
+        assert GAP_MS <= s.due_in(now) - air < GAP_MS + JITTER_MS

@@ -119,6 +119,8 @@ class Board:
             node_factory=lambda st, ident, log, r: _KindNode(st, identity=ident, rand=r,
                                                              log=log, mode=mode))
         self.fw = _SimFirmware(plan, self.link, None, clock, self.events, rand=rand)
+        if deployed:
+            self.fw.sched.burst = None   # the ESP32's slots: 250 + rand(300) ms after each
         self.node = self.link.node
         self.tx_end = 0      # end of the current transmission (ms); half-duplex
         self.tx_airtime_ms = 0

@@ -32,7 +32,8 @@ from tssbfw.airtime import plan_airtime_ms
 
 TX_END, POST, WAKE, INJECT = 0, 1, 2, 3   # at the same ms: ends before starts
 KINDS = ("claim", "novelty", "want", "chnk", "entry", "chunk",
-         "beacon", "reply", "symbols", "request", "keys", "other")   # the last five: gosetx
+         "beacon", "reply", "symbols", "request", "keys",   # these five: gosetx
+         "probe", "other")   # probe: a WANT confirming a deployed neighbour's key (peerset)
 PAYLOAD_KINDS = ("entry", "chunk")
 
 

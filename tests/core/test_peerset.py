@@ -1,0 +1,101 @@
+# Our node next to a deployed one that holds feeds we lack: candidates from claims'
+# XOR, confirmed by WANT probes keyed by the deployed node's set (peerset.py).
+# CPython and MicroPython.
+from tinyssb import crypto, entry
+from tinyssb.bus import Bus
+from tinyssb.dmx import GOSET_DMX
+from tinyssb.goset import DEPLOYED, PINNED
+from tinyssb.node import Node
+from tinyssb.store import MemStore
+from support import FAST, Rand
+
+KINDS = ("claim", "novelty", "beacon", "reply", "symbols", "request", "keys", "probe")
+
+
+def feeds(n, seed):
+    out = []
+    for i in range(n):
+        s = bytes(((seed * 7 + i) & 0xFF, (i >> 8) & 0xFF)) * 16
+        fid = crypto.publickey(s)
+        au = entry.Author(fid, lambda m, s=s: crypto.sign(s, m), 0, fid[:entry.HASH_LEN])
+        _, pkt, mid, _ = au.next(b"feed", entry.PLAIN48)
+        out.append((fid, pkt, mid))
+    return out
+
+
+def holder(fs, seed, mode=None, entries=True):
+    st = MemStore()
+    for fid, pkt, mid in fs:
+        st.add_feed(fid)
+        if entries:
+            st.append(fid, 1, pkt, mid)
+    kw = {} if mode is None else {"mode": mode}
+    return Node(st, timing=FAST, rand=Rand(seed).below, follow=[f[0] for f in fs], **kw)
+
+
+def test_a_key_named_only_by_a_claims_xor_is_confirmed_by_its_entry():
+    fs = sorted(feeds(12, 1))
+    dep = holder(fs, 1, DEPLOYED)
+    ours = holder(fs[:6] + fs[7:], 2)      # lacks one in the middle (not a claim's end)
+    bus = Bus([dep, ours])
+    bus.run(60000, 100, stop=lambda: dep.goset.keys == ours.goset.keys)
+    assert dep.goset.keys == ours.goset.keys
+    k = fs[6][0]
+    assert ours.goset.trust(k) == PINNED and ours.store.front(k)[0] == 1
+    assert ours.counters["tx_probe"] >= 1 and ours.counters["rx_confirmed"] == 1
+    # one full claim of the deployed node, one probe: no claim dance
+    assert sum(bus.bytes.get(x, 0) for x in KINDS) <= 105 + 40 * 2 + 20
+
+
+def test_a_wrong_candidate_is_never_learned_and_expires():
+    from tinyssb.peerset import CANDIDATE_MS
+    fs = feeds(6, 2)
+    ours = holder(fs, 3)
+    ours.tick_kinds(0)
+    g = ours.goset
+    before = list(g.keys)
+    # a claim over our whole set with one key more and an XOR that names a key nobody
+    # holds (junk, or a region holding two more and one fewer)
+    r = Rand(4)
+    x = bytearray(g.state)
+    j = r.key()
+    for i in range(32):
+        x[i] ^= j[i]
+    lo, hi = g.keys[0], g.keys[-1]
+    if not lo < j < hi:
+        j = None
+    claim = GOSET_DMX + b"c" + lo + hi + bytes(x) + bytes((len(g) + 1,))
+    out = ours.on_packet_kinds(claim, 10)
+    if j is not None:
+        assert j in g.peer.candidates and [k for k, _ in out].count("probe") == 1
+    assert g.keys == before                       # never learned, never shown
+    for t in range(20, CANDIDATE_MS + 5000, 500):
+        ours.tick_kinds(t)
+    assert not g.peer.candidates and g.keys == before
+    assert all(k in before for k in ours.replicas)   # its probe replica is gone
+
+
+def test_without_entries_the_claim_dance_still_agrees():
+    fs = feeds(12, 5)
+    dep = holder(fs, 5, DEPLOYED, entries=False)
+    ours = holder(fs[:10], 6, entries=False)
+    bus = Bus([dep, ours])
+    bus.run(600000, 100, stop=lambda: dep.goset.keys == ours.goset.keys)
+    assert dep.goset.keys == ours.goset.keys
+
+
+def test_ranks_follow_a_full_claim_and_the_halves_of_a_help():
+    # the neighbour's set: 0..9 (ten keys); ours lacks 4 and 7
+    from tinyssb.goset import EXTENDED, GOSet
+    keys = [bytes((i + 1,)) * 32 for i in range(10)]
+    g = GOSet(100, EXTENDED)
+    for i in (0, 1, 2, 3, 5, 6, 8, 9):
+        g.add(keys[i])
+    p = g.peer
+    p.claim(keys[0], keys[9], bytes(32), 10, 0)          # its full claim
+    assert p.ranks == {keys[0]: 0, keys[9]: 9}
+    p.asked(keys[0], keys[9], 0)                          # our ask: the whole region
+    g.add(keys[4], 2)                                     # (boundaries join our set)
+    p.claim(keys[1], keys[4], bytes(32), 4, 1)            # its first half: 1..4
+    p.claim(keys[5], keys[8], bytes(32), 4, 1)            # its second half: 5..8
+    assert [p.ranks[keys[i]] for i in (1, 4, 5, 8)] == [1, 4, 5, 8]
