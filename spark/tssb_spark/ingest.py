@@ -32,6 +32,7 @@ a repeated id lands on the same date). Quarantined lines are keyed by SHA-256 of
 (source_file, raw line). Re-ingesting the same files therefore adds nothing. Streaming
 also remembers its files in the checkpoint; batch mode relies on the dedupe.
 """
+import contextlib
 import hashlib
 import json
 import os
@@ -54,6 +55,9 @@ MODES = ("stream", "batch")
 STAGING = "_staging"
 # Hive's name of a null partition value: the staged lines that need the exact check.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# Inside a batch's staging directory: the exact classifier's result for the lines the fast
+# check did not prove valid ("_": Spark's file listing skips it when reading the staging).
+CLASSIFIED = "_classified"
 MS_PER_DAY = 86400000
 # A blank line: JSON whitespace only (schema.JSON_WS), skipped and counted.
 BLANK = "^[ \\t\\r\\n]*\\z"
@@ -62,6 +66,10 @@ BLANK = "^[ \\t\\r\\n]*\\z"
 # back to plain encoding, which made it the largest cost of the write.
 DICTIONARY_COLUMNS = ("v", "event", "node", "kind", "length", "src", "freq_khz", "proto",
                       "mode", "reason", "feed", "peer", "own", "ok", "source_file")
+# Input splits: at least this many tasks per core (spark.sql.files.minPartitionNum; Spark
+# still caps a split at spark.sql.files.maxPartitionBytes). Spark's default of one split
+# per core packs a 150 MB input into 3 tasks on 2 cores, and the third then runs alone.
+TASKS_PER_CORE = 4
 PARQUET_OPTIONS = dict([("parquet.enable.dictionary", "false")] + [
     ("parquet.enable.dictionary#" + c, "true") for c in DICTIONARY_COLUMNS])
 
@@ -97,11 +105,10 @@ def validation_sql(catalog):
     Args:
       catalog: schema.Catalog.
     Returns:
-      (pre, first, every): SQL texts over columns value, blank, _m (string map), _t (typed
-      struct), _k ("<v>:<event>"): `pre` the line-level violation (or NULL), `first` the
-      first violation (NULL when valid; uses _pre), `every` the array of all violations
-      (uses _pre and _reason). Built once as text (a few JVM calls) rather than from
-      thousands of Column objects.
+      (pre, every): SQL texts over columns value, blank, _m (string map), _t (typed
+      struct), _k ("<v>:<event>"): `pre` the line-level violation (or NULL), `every` the
+      array of all violations in rule order (uses _pre; empty when valid or blank). Built
+      once as text (a few JVM calls) rather than from thousands of Column objects.
     """
     def key_set(table, f):
         return ["%d:%s" % (ver, e) for ver in catalog.versions for e in catalog.events[ver]
@@ -148,7 +155,6 @@ def validation_sql(catalog):
         for ver in catalog.versions for e in catalog.events[ver])
     unknown_keys = "array_except(map_keys(_m), %s[_k])" % allowed_keys
     unknown_all = "transform(array_sort(%s), k -> concat('unknown_field:', k))" % unknown_keys
-    unknown_first = "concat('unknown_field:', array_min(%s))" % unknown_keys
     pre = " ".join([
         # The JSON parser ignores text after the object; wrapped in [ ] it must be the
         # array's only element, so any trailing text fails the parse.
@@ -162,16 +168,14 @@ def validation_sql(catalog):
         "WHEN NOT value RLIKE %s THEN 'type:event'" % _lit(_quoted_value("event")),
         "WHEN NOT %s THEN 'unknown_event' END" % _in(
             "_k", ["%d:%s" % (ver, e) for ver in catalog.versions for e in catalog.events[ver]])])
-    # The first violation uses only short-circuit, code-generated expressions (coalesce of
-    # CASEs); the full list needs higher-order functions (interpreted), so it is built
-    # only for the few bad lines.
-    first = ("CASE WHEN blank THEN NULL WHEN _pre IS NOT NULL THEN _pre ELSE coalesce(%s, %s) END"
-             % (", ".join(checks), unknown_first))
-    every = ("CASE WHEN _reason IS NULL THEN CAST(array() AS ARRAY<STRING>) "
+    # One list of all violations, the first of which is the line's reason: the rules
+    # appear once in the plan (planning them costs more than running them on the few
+    # lines that get here). Higher-order functions are interpreted, which is fine there.
+    every = ("CASE WHEN blank THEN CAST(array() AS ARRAY<STRING>) "
              "WHEN _pre IS NOT NULL THEN array(_pre) "
              "ELSE concat(filter(array(%s), x -> x IS NOT NULL), %s) END"
              % (", ".join(checks), unknown_all))
-    return pre, first, every
+    return pre, every
 
 
 
@@ -305,12 +309,12 @@ def classify(df, catalog):
     df = df.select("value", "source_file", value.rlike(BLANK).alias("blank"),
                    m.alias("_m"), t.alias("_t"))
     df = df.withColumn("_k", F.concat_ws(":", F.col("_t.v").cast("string"), F.col("_t.event")))
-    pre, first, every = validation_sql(catalog)
+    pre, every = validation_sql(catalog)
     df = df.selectExpr("*", "%s AS _pre" % pre)
-    df = df.selectExpr("*", "%s AS _reason" % first)
+    df = df.selectExpr("*", "%s AS _reasons" % every)
     cols = ["_t.%s AS %s" % (_q(c), _q(c)) for c in catalog.columns]
-    return df.selectExpr("value", "source_file", "blank", "_reason",
-                         "%s AS _reasons" % every, *cols)
+    return df.selectExpr("value", "source_file", "blank", "get(_reasons, 0) AS _reason",
+                         "_reasons", *cols)
 
 
 def read_batch(spark, input_dir):
@@ -496,7 +500,9 @@ def process(spark, lines, lake, catalog, stats):
     events_dir = os.path.join(lake, "events")
     staging = os.path.join(lake, STAGING, uuid.uuid4().hex)
     df, cols = stage_rows(lines, catalog)
-    _write(df.selectExpr(*cols), staging)
+    tasks = TASKS_PER_CORE * spark.sparkContext.defaultParallelism
+    with _session_conf(spark, {"spark.sql.files.minPartitionNum": str(tasks)}):
+        _write(df.selectExpr(*cols), staging)
     stats["batches"] += 1
     try:
         parts = _partitions(spark, staging)
@@ -506,9 +512,11 @@ def process(spark, lines, lake, catalog, stats):
             rows = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
                     .where(F.col("date").isNotNull()))
             added = _append_events(spark, rows, events_dir, dates, catalog)
-        else:
+        elif parts:
             _move_files(spark, parts, events_dir)
             added = fast
+        else:
+            added = 0
         lines_, blank, valid, accepted = _exact(spark, staging, lake, catalog, stats)
         stats["lines"] += fast + lines_
         stats["blank"] += blank
@@ -518,6 +526,23 @@ def process(spark, lines, lake, catalog, stats):
     finally:
         fs, root = _fs(spark, staging)
         fs.delete(root, True)
+
+
+@contextlib.contextmanager
+def _session_conf(spark, conf):
+    """Set SQL settings for one job and restore the session's own afterwards (the caller's
+    session is not ours to change)."""
+    old = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
 
 
 def _count_ids(spark, staging, events_dir, dates):
@@ -554,7 +579,6 @@ def _exact(spark, staging, lake, catalog, stats):
       (lines, blank, valid, accepted): the lines looked at, how many were blank and valid,
       and how many of the valid ones were new to the lake.
     """
-    from pyspark import StorageLevel
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     fs, root = _fs(spark, staging)
@@ -562,52 +586,51 @@ def _exact(spark, staging, lake, catalog, stats):
         return 0, 0, 0, 0
     events_dir = os.path.join(lake, "events")
     quarantine_dir = os.path.join(lake, "quarantine")
+    classified = os.path.join(staging, CLASSIFIED)
     raw = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
            .where(F.col("date").isNull()).select(F.col("id").alias("value"), "source_file"))
-    # Usually a few lines, but all of them when a file is garbage: cached, read up to three
-    # times below.
-    c = classify(raw, catalog).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        date = F.expr(date_sql("ts"))
-        summary = (c.groupBy("blank", F.col("_reason").alias("reason"),
-                             F.when(F.col("_reason").isNull() & ~F.col("blank"), date)
-                             .alias("date"))
-                   .count().collect())
-        lines = blank = valid = bad = 0
-        dates = set()
-        for r in summary:
-            lines += r["count"]
-            if r["blank"]:
-                blank += r["count"]
-            elif r["reason"] is None:
-                valid += r["count"]
-                dates.add(str(r["date"]))
-            else:
-                bad += r["count"]
-                stats["reasons"][r["reason"]] = stats["reasons"].get(r["reason"], 0) + r["count"]
-        stats["quarantined"] += bad
-        added = 0
-        if valid:
-            good = c.where(F.col("_reason").isNull() & ~F.col("blank")).withColumn("date", date)
-            added = _append_events(spark, good, events_dir, sorted(dates), catalog)
-        if bad:
-            rows = (c.where(F.col("_reason").isNotNull())
-                    .select(F.col("value").alias("raw"), "source_file",
-                            F.col("_reason").alias("reason"),
-                            F.col("_reasons").alias("reasons"),
-                            F.sha2(F.concat_ws("\n", "source_file", "value"), 256).alias("key"),
-                            F.current_timestamp().alias("ingested_at"))
-                    .dropDuplicates(["key"]))
-            if _exists(spark, quarantine_dir):
-                old = spark.read.parquet(quarantine_dir).select("key")
-                rows = rows.join(old, "key", "left_anti")
-            obs = Observation("quarantined")
-            rows = rows.observe(obs, F.count(F.lit(1)).alias("rows"))
-            rows.write.mode("append").parquet(quarantine_dir)
-            stats["quarantined_new"] += obs.get["rows"]
-        return lines, blank, valid, added
-    finally:
-        c.unpersist()
+    # The classifier's expressions are large and planning them costs more than running
+    # them on a few lines: one job classifies and writes the result, the queries below
+    # read that small table.
+    (classify(raw, catalog)
+     .withColumn("date", F.when(F.col("_reason").isNull() & ~F.col("blank"),
+                                F.expr(date_sql("ts"))))
+     .write.parquet(classified))
+    c = spark.read.parquet(classified)
+    summary = c.groupBy("blank", F.col("_reason").alias("reason"), "date").count().collect()
+    lines = blank = valid = bad = 0
+    dates = set()
+    for r in summary:
+        lines += r["count"]
+        if r["blank"]:
+            blank += r["count"]
+        elif r["reason"] is None:
+            valid += r["count"]
+            dates.add(str(r["date"]))
+        else:
+            bad += r["count"]
+            stats["reasons"][r["reason"]] = stats["reasons"].get(r["reason"], 0) + r["count"]
+    stats["quarantined"] += bad
+    added = 0
+    if valid:
+        good = c.where(F.col("date").isNotNull())
+        added = _append_events(spark, good, events_dir, sorted(dates), catalog)
+    if bad:
+        rows = (c.where(F.col("_reason").isNotNull())
+                .select(F.col("value").alias("raw"), "source_file",
+                        F.col("_reason").alias("reason"),
+                        F.col("_reasons").alias("reasons"),
+                        F.sha2(F.concat_ws("\n", "source_file", "value"), 256).alias("key"),
+                        F.current_timestamp().alias("ingested_at"))
+                .dropDuplicates(["key"]))
+        if _exists(spark, quarantine_dir):
+            old = spark.read.parquet(quarantine_dir).select("key")
+            rows = rows.join(old, "key", "left_anti")
+        obs = Observation("quarantined")
+        rows = rows.observe(obs, F.count(F.lit(1)).alias("rows"))
+        rows.write.mode("append").parquet(quarantine_dir)
+        stats["quarantined_new"] += obs.get["rows"]
+    return lines, blank, valid, added
 
 
 def checkpoint_dir(lake, input_dir):
