@@ -10,21 +10,23 @@ Lake layout (LAKE is the --output directory):
 One parse per line. Lines are read as text (the raw line and its file stay at hand for the
 quarantine) and parsed once with `from_json` and the explicit typed schema. A line is
 accepted on this parse alone when column expressions show it is exactly a valid record
-(`fast_check_sql`): envelope and per-field rules on the typed values, plus counts over the
-raw text that prove it has no key the typed parse did not keep (the JSON parser drops
-unknown keys silently and reads numbers into string fields). Only lines that fail go
-through the exact classifier (`classify`: a second parse as a string map, every rule as
-SQL), which gives the quarantine reasons; the tests check both agree.
+(`fast_check_sql`): one regex over the raw text (`line_regex`: a flat object of schema
+keys, each value of its field's type as written and matching its pattern, so the typed
+parse dropped and coerced nothing) and the event and range rules on the typed values.
+Only lines that fail go through the exact classifier (`classify`: a second parse as a
+string map, every rule as SQL), which gives the quarantine reasons; the tests check both
+agree.
 
-One job per batch writes every non-blank line to a staging table partitioned like the
-lake, the lines that need the exact check in a partition of their own (date and node
-null, the raw line in `id`); Spark cannot write two tables in one job, and this keeps the
-common case to one pass over the input. Then: the staged ids are checked against each
-other and against the lake's ids for the same dates (ids only, a small shuffle); without
-duplicates the staged files are renamed into LAKE/events (the normal case), otherwise the
-staged rows are deduplicated and appended. The exact check then runs on the staged bad
-partition only. Validation uses only Spark SQL expressions (no Python UDF), so a
-cluster's executors need no project code.
+One job per batch writes every line to a staging table partitioned like the lake, the
+lines that need the exact check (blank ones too) in a partition of their own (date and
+node null, the raw line in `id`); Spark cannot write two tables in one job, and this
+keeps the common case to one pass over the input. Then: the staged ids are checked
+against each other and against the lake's ids for the same dates (64-bit hashes, a small
+shuffle); without duplicates the staged partitions are renamed into LAKE/events (the
+normal case), otherwise the staged rows are deduplicated and appended. The exact check
+then runs on the staged bad partition only, in one job writing its result to a small
+table inside the staging directory; counts and the quarantine read that. Validation uses
+only Spark SQL expressions (no Python UDF), so a cluster's executors need no project code.
 
 Idempotence: valid rows are deduplicated on "id" within the batch and against the ids
 already stored for the same dates (ids carry the node name and ts is part of the event, so
