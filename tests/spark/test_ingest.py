@@ -250,3 +250,27 @@ def test_tricky_lines_go_through_a_whole_ingest(spark, tmp_path):
     assert st["quarantined"] == len(TRICKY)
     # the valid lines all have the id n:r:1
     assert st["valid"] == len(GOOD_LINES) + len(SLOW_GOOD) + 1 and st["accepted"] == 1
+
+
+def test_ingest_leaves_the_session_and_lake_as_it_found_them(spark, tmp_path):
+    # The staging job's split setting is for that job only; an all-bad batch makes no
+    # events directory; the staging directory (and the exact check's table) is removed.
+    key = "spark.sql.files.minPartitionNum"
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "bad.jsonl").write_text("garbage\n{\"v\": 1}\n")
+    lake = str(tmp_path / "lake")
+    assert spark.conf.get(key, None) is None
+    st = ingest.ingest(spark, str(src), lake, mode="batch")
+    assert st["quarantined"] == 2 and st["valid"] == 0
+    assert spark.conf.get(key, None) is None
+    assert not os.path.exists(os.path.join(lake, "events"))
+    assert os.listdir(os.path.join(lake, ingest.STAGING)) == []
+    spark.conf.set(key, "3")
+    try:
+        (src / "good.jsonl").write_text("\n".join(GOOD_LINES) + "\n")
+        st = ingest.ingest(spark, str(src), lake, mode="batch")
+        assert st["accepted"] == 1 and spark.conf.get(key) == "3"
+    finally:
+        spark.conf.unset(key)
+    assert os.listdir(os.path.join(lake, ingest.STAGING)) == []
