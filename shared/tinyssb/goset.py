@@ -186,6 +186,8 @@ class GOSet:
         xor_into(self._xor, key)
         self.state = bytes(self._xor)
         self.meta[key] = [cls, now, False]
+        if self.peer is not None:
+            self.peer.confirmed(key)   # a candidate no more (it counts as ours now)
         if self._basis is not None:
             self._basis.add(key)       # O(n); a removal rebuilds (lazily)
         if self.mode == DEPLOYED:
@@ -331,6 +333,7 @@ class GOSet:
             new = self.learn([pkt[8:40]], WIRE, now)
             if self.peer is not None:
                 self.peer.novelty(bytes(pkt[8:40]), now)
+                self.remainder(now)
             return new
         if typ == CLAIM:
             if len(pkt) != CLAIM_LEN:
@@ -391,7 +394,23 @@ class GOSet:
         if not self._answer(lo, hi, xor, cnt, now, new):
             self._keep((cnt, lo, hi, xor))
             self._ask_now(lo, hi, cnt, now)
+        self.remainder(now)
         return new
+
+    def remainder(self, now):
+        """The one key a deployed neighbour's whole set and ours still differ by, once
+        everything else is known (peerset.PeerSet.remainder): a candidate, or a novelty
+        for our key it lacks. Extended mode."""
+        r = self.peer.remainder(now)
+        if r is None:
+            return
+        d, k = r
+        if d > 0:
+            if k != ZERO_KEY and k not in self.meta:
+                self.peer.candidate(k, None, now)
+        elif k in self.meta:
+            self.solved += 1
+            self._announce([k])
 
     def _ask_now(self, lo_key, hi_key, cnt, now):
         """Where the claimant holds more, ask for its help right away (the claim goes

@@ -251,3 +251,33 @@ class PeerSet:
 
     def confirmed(self, key):
         self.candidates.pop(key, None)
+
+    def remainder(self, now):
+        """(sign, key) for the one key that the neighbour's whole set and ours, all else
+        we know counted, still differ by, or None. Its whole set is its largest recent
+        claim (its full claim); less ours, less the candidates, plus the keys it lacks:
+        when the counts differ by exactly one, the XOR difference is that key: +1, a key
+        of its (a candidate, confirmed by its entry like any other); -1, a key of ours it
+        lacks (named in a novelty). So a claim that names one key of a two-sided
+        difference of two names both, and the last key of a one-sided difference needs
+        no help round of its own. A wrong answer (a stale claim, a key named that it had
+        learned meanwhile) is a candidate that is never confirmed, or a key of ours that
+        is not in our set: nothing."""
+        g = self.g
+        best = None
+        for c in self.claims:
+            if now - c[2] < CLAIM_HEARD_MS and (best is None or c[0] >= best[0]):
+                best = c
+        if best is None:
+            return None
+        told = [k for k in self.told if k in g.meta]
+        d = best[0] - (len(g.keys) + len(self.candidates) - len(told))
+        if d != 1 and d != -1:
+            return None
+        x = bytearray(best[1])
+        xor_into(x, g.state)
+        for k in self.candidates:
+            xor_into(x, k)
+        for k in told:
+            xor_into(x, k)
+        return d, bytes(x)

@@ -2,7 +2,7 @@
 # XOR, confirmed by WANT probes keyed by the deployed node's set (peerset.py).
 # CPython and MicroPython.
 from tinyssb import crypto, entry
-from tinyssb.bus import Bus
+from tinyssb.bus import Bus, same_stores
 from tinyssb.dmx import GOSET_DMX
 from tinyssb.goset import DEPLOYED, PINNED
 from tinyssb.node import Node
@@ -99,3 +99,67 @@ def test_ranks_follow_a_full_claim_and_the_halves_of_a_help():
     p.claim(keys[1], keys[4], bytes(32), 4, 1)            # its first half: 1..4
     p.claim(keys[5], keys[8], bytes(32), 4, 1)            # its second half: 5..8
     assert [p.ranks[keys[i]] for i in (1, 4, 5, 8)] == [1, 4, 5, 8]
+
+
+def _claim(keys, cnt=None):
+    from tinyssb.hotloops import xor_into
+    x = bytearray(32)
+    for k in keys:
+        xor_into(x, k)
+    return GOSET_DMX + b"c" + keys[0] + keys[-1] + bytes(x) + bytes((len(keys) if cnt is None else cnt,))
+
+
+def test_one_key_named_of_a_two_sided_difference_of_two_names_the_other():
+    # its set: 0..9 less 6 (ours only) plus 10 (its only); its full claim, then a claim of
+    # a region of ours where it lacks 6: the novelty for 6 makes the rest of the XOR
+    # difference of the whole sets its one key we lack, a candidate probed at its index
+    from tinyssb.goset import EXTENDED, GOSet
+    r = Rand(7)
+    keys = sorted(r.key() for _ in range(11))
+    a, b = keys[6], keys[9]
+    ours = [k for k in keys if k != b]          # holds a, lacks b
+    theirs = [k for k in keys if k != a]        # holds b, lacks a
+    g = GOSet(100, EXTENDED)
+    for k in ours:
+        g.add(k)
+    g.on_packet(_claim(theirs), 0)              # its full claim: same count, other XOR
+    assert not g.peer.candidates
+    g.on_packet(_claim(theirs[3:8]), 10)        # keys 3..8 less 6: it lacks a
+    assert g.novelties == [a]
+    assert list(g.peer.candidates) == [b]
+    assert g.peer.probes(10) == [(b, _claim(theirs)[72:104], theirs.index(b))]
+    assert b not in g                           # a candidate, never learned
+
+
+def test_the_remainder_of_stale_counts_names_nothing():
+    # a full claim four keys ahead of ours, and nothing else known: no candidate, and a
+    # claim naming a key we hold does not bring a novelty for it
+    from tinyssb.goset import EXTENDED, GOSet
+    r = Rand(8)
+    keys = sorted(r.key() for _ in range(12))
+    g = GOSet(100, EXTENDED)
+    for k in keys[:8]:
+        g.add(k)
+    g.on_packet(_claim(keys[:8] + keys[9:], 11), 0)
+    assert not g.peer.candidates and not g.novelties
+
+
+def test_feeds_confirmed_in_a_burst_are_not_made_dormant():
+    # ours follows capacity - RESERVE feeds; the deployed node holds two more (its
+    # lowest and highest, which its full claim names): verified by their entries, they
+    # stay (making them dormant would undo the agreement)
+    from tinyssb.node import RESERVE
+    fs = sorted(feeds(12, 9))
+    dep = holder(fs, 9, DEPLOYED)
+    st = MemStore()
+    mine = fs[1:11]
+    for fid, pkt, mid in mine:
+        st.add_feed(fid)
+        st.append(fid, 1, pkt, mid)
+    ours = Node(st, timing=FAST, rand=Rand(10).below, follow=[f[0] for f in mine],
+                capacity=len(mine) + RESERVE)
+    bus = Bus([dep, ours])
+    bus.run(60000, 100, stop=lambda: same_stores([dep, ours]))
+    assert dep.goset.keys == ours.goset.keys
+    assert all(ours.goset.trust(f[0]) == PINNED for f in fs)
+    assert ours.counters.get("dormant", 0) == 0
