@@ -74,6 +74,8 @@ EXT_ASKS = 2          # asks per round: a deployed helper helps 2 pending claims
 SPLIT_ASKS = 1        # a region asked for in up to this many parts at once (a deployed
                       # node keeps 5 pending claims between rounds, ESP32)
 EXT_HELPS = 4         # (our helps are mostly novelties, 40 B)
+HALF_AGAIN_MS = 5500  # the other half of a region holding keys each way: after one
+                      # deployed round (its answer to the first half is in by then)
 ASK_AGAIN_MS = 11000  # a region is asked for again only after two deployed rounds (5-5.5 s each:
                       # a deployed node helps two pending claims a round)
 NOVELTY_BATCH = 8     # novelties per round; the board's send queue holds 10 frames
@@ -119,6 +121,7 @@ class GOSet:
         self.solved = 0         # keys a neighbour lacked that a claim let us name
         self._basis = None
         self._asked = {}        # (lo, hi) -> ms of our last ask (extended)
+        self._upper = {}        # (lo, hi) -> its upper half is next (extended)
         self.shunned = {}       # EXT key -> ms it aged out: not taken again for EXT_AGE_MS
         self.fetching = {}      # provisional key -> ms we asked for its first entry
         self.peer = PeerSet(self) if mode == EXTENDED else None
@@ -460,15 +463,15 @@ class GOSet:
         return False
 
 
-    def _may_ask(self, lo, hi, now):
+    def _may_ask(self, lo, hi, now, again=ASK_AGAIN_MS):
         """Deployed mode: always (its rounds pace it). Extended: not again within
-        ASK_AGAIN_MS, as a deployed helper answers once per round."""
+        `again`, as a deployed helper answers once per round."""
         if self.mode == DEPLOYED:
             return True
         if self.peer.was_helped(lo, hi, now):
             return False
         t = self._asked.get((lo, hi))
-        if t is not None and now - t < ASK_AGAIN_MS:
+        if t is not None and now - t < again:
             return False
         if len(self._asked) >= MAX_PENDING:
             self._asked = {}
@@ -523,11 +526,14 @@ class GOSet:
         helps = EXT_HELPS if ext else HELP_PER_ROUND
         keep = []
         self.pending.sort(key=lambda c: c[0])
+        diffs = self._diffs() if ext else None
         for c in self.pending:
             cnt, lo_key, hi_key, xor = c
             if ext:
                 new = []
                 if self._answer(lo_key, hi_key, xor, cnt, now, new):
+                    continue
+                if self._inner_same(c, diffs):
                     continue
             lo, hi = self.index(lo_key), self.index(hi_key)
             if lo < 0 or hi < 0 or lo > hi:
@@ -535,6 +541,20 @@ class GOSet:
             mine = self.region(lo, hi)
             if bytes(mine.xor) == xor and mine.count == cnt:
                 continue  # the region agrees now
+            if ext and mine.count == cnt:
+                # Keys each way there. Asking for the whole region and helping with it
+                # (the deployed answer) costs three claims and draws as many back; a claim
+                # of one half draws one answer, and where that half holds keys of one
+                # side only, the answer names them (it re-claims the half, xorsolve; or
+                # splits it, one key more per quarter), and the rest follows from its
+                # whole set (PeerSet.remainder). The other half goes next time.
+                if asks > 0 and self._may_ask(lo_key, hi_key, now, HALF_AGAIN_MS):
+                    asks -= 1
+                    p = self._half(lo, hi, now)
+                    if p is not None:
+                        out.append(p)
+                keep.append(c)
+                continue
             if mine.count <= cnt:
                 if ext and self.peer.probing(lo_key, hi_key, now):
                     keep.append(c)
@@ -585,6 +605,51 @@ class GOSet:
                 self.peer.asked(self.keys[a], self.keys[b], now)
             a = b
         return out
+
+    def _diffs(self):
+        """[(lo key, hi key, count difference, XOR difference)] of the pending claims
+        against our regions (extended)."""
+        out = []
+        for cnt, lo_key, hi_key, xor in self.pending:
+            lo, hi = self.index(lo_key), self.index(hi_key)
+            if 0 <= lo <= hi:
+                mine = self.region(lo, hi)
+                out.append((lo_key, hi_key, cnt - mine.count, xor_bytes(bytes(mine.xor), xor)))
+        return out
+
+    def _inner_same(self, c, diffs):
+        """A smaller claimed region inside c's differs from ours exactly as c's does: the
+        rest of c's region agrees, and c asks nothing the smaller one does not."""
+        cnt, lo_key, hi_key, xor = c
+        me = None
+        for d in diffs:
+            if d[0] == lo_key and d[1] == hi_key:
+                me = d
+                break
+        if me is None:
+            return False
+        for d in diffs:
+            if d is not me and lo_key <= d[0] and d[1] <= hi_key and \
+                    (d[0], d[1]) != (lo_key, hi_key) and d[2] == me[2] and d[3] == me[3]:
+                return True
+        return False
+
+    def _half(self, lo, hi, now):
+        """A claim of one half of our region lo..hi (indices), the other half than last
+        time for this region; None when too small to split."""
+        if hi - lo < 3:
+            return self.claim(lo, hi)
+        key = (self.keys[lo], self.keys[hi])
+        upper = self._upper.pop(key, False)
+        if len(self._upper) >= MAX_PENDING:
+            self._upper = {}
+        self._upper[key] = not upper
+        sz = (hi + 1 - lo) // 2
+        r = self._snap(lo + sz, hi) if upper else self._snap(lo, lo + sz - 1)
+        if r is None or r[0] == r[1]:
+            return None
+        self.peer.asked(self.keys[r[0]], self.keys[r[1]], now)
+        return self.claim(r[0], r[1])
 
     def _help_ext(self, lo, hi, out):
         """Help as deployed nodes do (a small region's keys, else its two halves), but
