@@ -74,8 +74,9 @@ EXT_ASKS = 2          # asks per round: a deployed helper helps 2 pending claims
 SPLIT_ASKS = 1        # a region asked for in up to this many parts at once (a deployed
                       # node keeps 5 pending claims between rounds, ESP32)
 EXT_HELPS = 4         # (our helps are mostly novelties, 40 B)
-HALF_AGAIN_MS = 5500  # the other half of a region holding keys each way: after one
-                      # deployed round (its answer to the first half is in by then)
+HALF_AGAIN_MS = 6000  # the other half of a region holding keys each way: once a
+                      # deployed round (5-5.5 s) has answered the first; a round of ours
+                      # is brought to then (GOSet.wake)
 ASK_AGAIN_MS = 11000  # a region is asked for again only after two deployed rounds (5-5.5 s each:
                       # a deployed node helps two pending claims a round)
 NOVELTY_BATCH = 8     # novelties per round; the board's send queue holds 10 frames
@@ -122,6 +123,7 @@ class GOSet:
         self._basis = None
         self._asked = {}        # (lo, hi) -> ms of our last ask (extended)
         self._upper = {}        # (lo, hi) -> its upper half is next (extended)
+        self.wake = None        # ms a round should run by (extended; the node reads it)
         self.shunned = {}       # EXT key -> ms it aged out: not taken again for EXT_AGE_MS
         self.fetching = {}      # provisional key -> ms we asked for its first entry
         self.peer = PeerSet(self) if mode == EXTENDED else None
@@ -553,6 +555,8 @@ class GOSet:
                     p = self._half(lo, hi, now)
                     if p is not None:
                         out.append(p)
+                        if self.wake is None:
+                            self.wake = now + HALF_AGAIN_MS
                 keep.append(c)
                 continue
             if mine.count <= cnt:

@@ -944,7 +944,7 @@ class Node:
         gs = []
         if now >= due["claim"]:
             self._claims += 1
-            if (not self.extended or (self.deployed_present(now) and not g.peer.ahead(now))
+            if (not self.extended or (self.deployed_present(now) and not g.peer.heard(now))
                     or self._claims % DISCOVERY_CLAIMS == 0):
                 p = g.full_claim(now)
                 if p is not None:
@@ -967,6 +967,12 @@ class Node:
                 self._refresh()
                 self._event("goset", {"count": len(g), "state": g.state.hex()})
             self._reschedule("goset", now)
+            if g.wake is not None:
+                # the next round when the other half of a claimed region may go (see
+                # goset.HALF_AGAIN_MS), half a second or so later than its period
+                if not g.busy():
+                    self._due["goset"] = g.wake
+                g.wake = None
         for p in gs:
             out.append(("claim" if p[7] == 0x63 else "novelty", p))
         self._count("tx_goset", len(gs))

@@ -32,7 +32,8 @@ CLAIMS_HEARD = 8      # (count, XOR) of recent claims: a deployed neighbour's wh
 CLAIM_HEARD_MS = 60000  # one of them (its full claim, every 20 s)
 ASKS = 16             # our recent asks (claims of ours) a help may answer ...
 ASK_MS = 12000        # ... within two deployed rounds
-FULL_FRESH_MS = 20000  # a deployed full claim is fresh this long (its period)
+FULL_FRESH_MS = 25000  # a deployed full claim is fresh this long (its period, 20 s, and
+                      # a round: ours must not cross its next one)
 PROBE_GAP_MS = 6000   # a candidate is probed again after a deployed round at the soonest
 HELPED_MS = 30000     # a region the neighbour helped with is not asked for again sooner
 PROBE_WAIT_MS = 3000  # a region holding a candidate is not asked for meanwhile (a WANT
@@ -49,6 +50,8 @@ class PeerSet:
         self.candidates = {}   # key -> [ms found, lower end of its region, ms probed]
         self.claims = []       # [count, XOR, ms] of recent claims
         self.full = None       # (count, XOR) of the claim spanning the neighbour's set
+        self.full_span = None  # (its lowest key, its highest): ours too when it spanned
+        self.full_ms = None    # when last heard (claims rotate out of self.claims)
         self.ranks = {}        # key -> its index in that set
         self.edges = []        # (a, b, d): rank(b) - rank(a) = d, from its claims
         self.anchor = None     # its lowest key (rank 0)
@@ -76,6 +79,8 @@ class PeerSet:
         n = len(g.keys)
         if n and g.keys[0] == lo and g.keys[n - 1] == hi:
             # spans our whole set: the neighbour's full claim (its lowest, highest key)
+            self.full_span = (lo, hi)
+            self.full_ms = now
             if self.full != (cnt, xor):
                 self.full = (cnt, xor)
                 self.edges = []
@@ -187,17 +192,18 @@ class PeerSet:
             del self.candidates[k]
             self.g.removed.append(k)    # (the node drops its probe replica)
 
-    def ahead(self, now):
-        """The neighbour's full claim, heard within a claim period, holds more keys than
-        our set: our own full claim would only make it split its set again (a help we
-        have had); our asks for its regions go on."""
+    def heard(self, now):
+        """The neighbour's full claim, heard within a claim period, spans our whole set: we
+        answer it region by region, and our own full claim would only bring its ask for
+        our whole set and its help with it (three claims of 105 B). (Keys of ours outside
+        the span of its claims need ours.)"""
         f = self.full
-        if f is None or f[0] <= len(self.g.keys):
+        if f is None:
             return False
-        for c in self.claims:
-            if c[0] == f[0] and c[1] == f[1]:
-                return now - c[2] < FULL_FRESH_MS
-        return False
+        g = self.g
+        n = len(g.keys)
+        return n and self.full_span == (g.keys[0], g.keys[n - 1]) and \
+            now - self.full_ms < FULL_FRESH_MS
 
     def probing(self, lo, hi, now):
         """A candidate between these keys may still be confirmed (see PROBE_WAIT_MS)."""
@@ -242,7 +248,10 @@ class PeerSet:
         for k in told:
             xor_into(x, k)
         x = bytes(x)
-        for c in self.claims:
+        cl = self.claims
+        if self.full is not None:
+            cl = cl + [[self.full[0], self.full[1], self.full_ms]]
+        for c in cl:
             if c[0] == n and c[1] == x and now - c[2] < CLAIM_HEARD_MS:
                 keys = [k for k in g.keys if k not in told] + list(self.candidates)
                 keys.sort()
@@ -265,8 +274,10 @@ class PeerSet:
         is not in our set: nothing."""
         g = self.g
         best = None
+        if self.full is not None and now - self.full_ms < CLAIM_HEARD_MS:
+            best = self.full
         for c in self.claims:
-            if now - c[2] < CLAIM_HEARD_MS and (best is None or c[0] >= best[0]):
+            if now - c[2] < CLAIM_HEARD_MS and (best is None or c[0] > best[0]):
                 best = c
         if best is None:
             return None
