@@ -163,3 +163,18 @@ def test_feeds_confirmed_in_a_burst_are_not_made_dormant():
     assert dep.goset.keys == ours.goset.keys
     assert all(ours.goset.trust(f[0]) == PINNED for f in fs)
     assert ours.counters.get("dormant", 0) == 0
+
+
+def test_one_key_each_way_in_two_halves_costs_one_exchange():
+    # the deployed node lacks key 30 of 41, ours lacks key 10: its full claim, our claim
+    # of one half, its answer there (which names one key), the other key from the whole
+    # set's XOR: a probe and a novelty. Asking for the whole region and helping with it
+    # (the deployed answer to a claim of equal count) cost 1,065 B here.
+    fs = sorted(feeds(41, 11))
+    dep = holder([f for i, f in enumerate(fs) if i != 10], 11, DEPLOYED)
+    ours = holder([f for i, f in enumerate(fs) if i != 30], 12)
+    bus = Bus([dep, ours])
+    bus.run(60000, 100, stop=lambda: dep.goset.keys == ours.goset.keys)
+    assert dep.goset.keys == ours.goset.keys
+    assert ours.counters["rx_confirmed"] == 1
+    assert sum(bus.bytes.get(x, 0) for x in KINDS) <= 105 + 105 + 210 + 12 + 40
