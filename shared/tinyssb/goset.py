@@ -71,6 +71,9 @@ NOVELTY_QUEUE = 10    # queued novelties beyond the one sent per round (deployed
 # Extended mode.
 PINNED, EXT, WIRE = 0, 1, 2   # trust classes, most trusted first
 EXT_ASKS = 2          # asks per round: a deployed helper helps 2 pending claims a round
+WHOLE_SPLIT_MIN = 4   # our whole set, where a deployed neighbour holds this many more,
+                      # is asked for in two halves: its round helps two claims, and one
+                      # claim of the whole set would leave the second help unused
 SPLIT_ASKS = 1        # a region asked for in up to this many parts at once (a deployed
                       # node keeps 5 pending claims between rounds, ESP32)
 EXT_HELPS = 4         # (our helps are mostly novelties, 40 B)
@@ -123,6 +126,7 @@ class GOSet:
         self._basis = None
         self._asked = {}        # (lo, hi) -> ms of our last ask (extended)
         self._upper = {}        # (lo, hi) -> its upper half is next (extended)
+        self._parts = {}        # (lo, hi) -> the (lo, hi) of the claims it was asked in
         self.wake = None        # ms a round should run by (extended; the node reads it)
         self.shunned = {}       # EXT key -> ms it aged out: not taken again for EXT_AGE_MS
         self.fetching = {}      # provisional key -> ms we asked for its first entry
@@ -596,18 +600,29 @@ class GOSet:
         more: in about m/2 parts at once (up to SPLIT_ASKS), as a deployed helper splits
         each in halves and names what it holds there: halves holding one key more each
         are settled by their XOR (peerset.py), without another round of 5 s."""
+        whole = (self.keys[lo], self.keys[hi])
+        parts = self._parts.get(whole)
+        if parts is not None and all(self.peer.was_helped(a, b, now) for a, b in parts):
+            return []   # asked for in parts, each helped: their halves are asked for
         k = min(SPLIT_ASKS, (m + 1) // 2, (hi - lo) // 4)
+        if lo == 0 and hi == len(self.keys) - 1 and m >= WHOLE_SPLIT_MIN and hi - lo >= 8:
+            k = 2   # (see WHOLE_SPLIT_MIN)
         if k <= 1:
             return [self.claim(lo, hi)]
         out = []
+        parts = []
         step = (hi - lo) / k
         a = lo
         for j in range(1, k + 1):
             b = hi if j == k else lo + int(step * j + 0.5)
             if b > a:
+                parts.append((self.keys[a], self.keys[b]))
                 out.append(self.claim(a, b))
                 self.peer.asked(self.keys[a], self.keys[b], now)
             a = b
+        if len(self._parts) >= MAX_PENDING:
+            self._parts = {}
+        self._parts[whole] = parts
         return out
 
     def _diffs(self):

@@ -178,3 +178,33 @@ def test_one_key_each_way_in_two_halves_costs_one_exchange():
     assert dep.goset.keys == ours.goset.keys
     assert ours.counters["rx_confirmed"] == 1
     assert sum(bus.bytes.get(x, 0) for x in KINDS) <= 105 + 105 + 210 + 12 + 40
+
+
+def test_our_whole_set_is_asked_for_in_two_halves_once():
+    # a full claim five keys ahead of our 19: two claims (its round helps two), meeting
+    # at one key; once both are helped, the whole set is not asked for again
+    from tinyssb.goset import ASK_AGAIN_MS, EXTENDED, GOSet
+    r = Rand(12)
+    keys = sorted(r.key() for _ in range(24))
+    g = GOSet(100, EXTENDED)
+    mine = [k for i, k in enumerate(keys) if i not in (5, 11, 17, 20, 21)]
+    for k in mine:
+        g.add(k)
+    full = _claim(keys)
+    g.on_packet(full, 0)
+    asks = g.asks_out
+    assert len(asks) == 2
+    assert asks[0][8:40] == keys[0] and asks[1][40:72] == keys[23]
+    assert asks[0][40:72] == asks[1][8:40]
+    m = asks[0][40:72]
+    g.asks_out = []
+    # its help for each half (the keys strictly inside, in two claims each)
+    for lo, hi in ((keys[0], m), (m, keys[23])):
+        inside = [k for k in keys if lo < k < hi]
+        h = len(inside) // 2
+        g.on_packet(_claim(inside[:h]), 100)
+        g.on_packet(_claim(inside[h:]), 100)
+    g.asks_out = []
+    g.on_packet(full, ASK_AGAIN_MS + 1000)
+    assert all(p[8:40] != keys[0] or p[40:72] != keys[23] for p in g.asks_out)
+    assert all((p[8:40], p[40:72]) not in ((keys[0], m), (m, keys[23])) for p in g.asks_out)
