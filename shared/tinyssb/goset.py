@@ -74,6 +74,10 @@ EXT_ASKS = 2          # asks per round: a deployed helper helps 2 pending claims
 WHOLE_SPLIT_MIN = 4   # our whole set, where a deployed neighbour holds this many more,
                       # is asked for in two halves: its round helps two claims, and one
                       # claim of the whole set would leave the second help unused
+SUB_MIN = 3           # a region of its holding this many keys we lack is asked for in
+SUB_KEYS = 6          # part (its lower two thirds, when it spans this many of our keys):
+                      # its help halves the part, and the rest of the region follows from
+                      # its claim: three regions per help rather than two
 SPLIT_ASKS = 1        # a region asked for in up to this many parts at once (a deployed
                       # node keeps 5 pending claims between rounds, ESP32)
 EXT_HELPS = 4         # (our helps are mostly novelties, 40 B)
@@ -127,6 +131,8 @@ class GOSet:
         self._asked = {}        # (lo, hi) -> ms of our last ask (extended)
         self._upper = {}        # (lo, hi) -> its upper half is next (extended)
         self._parts = {}        # (lo, hi) -> the (lo, hi) of the claims it was asked in
+        self._subs = {}         # (lo, hi) of a part asked for -> (count, lo, hi, XOR, ms)
+                                # of the claim of its whose region it is part of
         self.wake = None        # ms a round should run by (extended; the node reads it)
         self.shunned = {}       # EXT key -> ms it aged out: not taken again for EXT_AGE_MS
         self.fetching = {}      # provisional key -> ms we asked for its first entry
@@ -402,9 +408,41 @@ class GOSet:
         self.peer.claim(lo, hi, xor, cnt, now)
         if not self._answer(lo, hi, xor, cnt, now, new):
             self._keep((cnt, lo, hi, xor))
-            self._ask_now(lo, hi, cnt, now)
+            self._ask_now(lo, hi, cnt, now, xor)
+        if self._subs:
+            self._rests(now, new)
         self.remainder(now)
         return new
+
+    def _rests(self, now, new):
+        """A region of its asked for in part (see SUB_MIN): once both halves of its help
+        are in, the rest of the region is known too (its count and XOR less the part's);
+        settled like any claim of its."""
+        for part, whole in list(self._subs.items()):
+            h = self.peer.halves(part[0], part[1], now)
+            if h is None:
+                if now - whole[4] >= ASK_AGAIN_MS:
+                    del self._subs[part]
+                continue
+            del self._subs[part]
+            cnt, lo_key, hi_key, xor = whole[:4]
+            # the rest: part's upper end up to the region's; the region less its lower
+            # end and the inside of the part
+            x = bytearray(xor)
+            xor_into(x, lo_key)
+            n = cnt - 1
+            for c, hx in h:
+                xor_into(x, hx)
+                n -= c
+            x = bytes(x)
+            lo = part[1]
+            if n <= 0 or self.index(lo) < 0 or self.index(hi_key) < 0:
+                continue
+            if n == 1 and lo == hi_key:
+                continue
+            if not self._answer(lo, hi_key, x, n, now, new):
+                self._keep((n, lo, hi_key, x))
+                self._ask_now(lo, hi_key, n, now, x)
 
     def remainder(self, now):
         """The one key a deployed neighbour's whole set and ours still differ by, once
@@ -421,7 +459,7 @@ class GOSet:
             self.solved += 1
             self._announce([k])
 
-    def _ask_now(self, lo_key, hi_key, cnt, now):
+    def _ask_now(self, lo_key, hi_key, cnt, now, xor=None):
         """Where the claimant holds more, ask for its help right away (the claim goes
         out with the node's replies): the deployed helper works through its pending
         claims every 5 s, and an ask that misses its next round waits a whole one."""
@@ -431,7 +469,7 @@ class GOSet:
         m = cnt - (hi - lo + 1)
         if m > 0 and not self.peer.probing(lo_key, hi_key, now) and \
                 self._may_ask(lo_key, hi_key, now):
-            self.asks_out.extend(self._asks(lo, hi, m, now))
+            self.asks_out.extend(self._asks(lo, hi, m, now, (cnt, xor)))
 
     def _answer(self, lo_key, hi_key, xor, cnt, now, new):
         """Settle a claimed region exactly where one comparison can; True when settled.
@@ -570,7 +608,7 @@ class GOSet:
                 if asks > 0 and self._may_ask(lo_key, hi_key, now):
                     asks -= 1
                     if ext:
-                        out.extend(self._asks(lo, hi, cnt - mine.count, now))
+                        out.extend(self._asks(lo, hi, cnt - mine.count, now, (cnt, xor)))
                     else:
                         out.append(self.claim(lo, hi))
                 if mine.count < cnt:
@@ -595,7 +633,7 @@ class GOSet:
         self.pending = keep[:PENDING_KEEP]
         return out
 
-    def _asks(self, lo, hi, m, now):
+    def _asks(self, lo, hi, m, now, claim=None):
         """Ask for help with our region lo..hi (indices) where the claimant holds m keys
         more: in about m/2 parts at once (up to SPLIT_ASKS), as a deployed helper splits
         each in halves and names what it holds there: halves holding one key more each
@@ -608,6 +646,20 @@ class GOSet:
         if lo == 0 and hi == len(self.keys) - 1 and m >= WHOLE_SPLIT_MIN and hi - lo >= 8:
             k = 2   # (see WHOLE_SPLIT_MIN)
         if k <= 1:
+            if claim is not None and claim[1] is not None and m >= SUB_MIN and \
+                    hi - lo >= SUB_KEYS and len(self._subs) < MAX_PENDING and \
+                    parts is None:
+                # (a part it was asked for and did not help with holds none of the keys
+                # we lack: the whole region is asked for next)
+                # (see SUB_MIN) its help splits our part in two, the rest is known
+                s = lo + ((hi - lo) * 2 + 1) // 3
+                r = self._snap(lo, s)
+                if r is not None and r[0] == lo and r[1] > lo:
+                    part = (self.keys[lo], self.keys[r[1]])
+                    self._subs[part] = (claim[0], self.keys[lo], self.keys[hi], claim[1], now)
+                    self._parts[(self.keys[lo], self.keys[hi])] = [part]
+                    self.peer.asked(part[0], part[1], now)
+                    return [self.claim(lo, r[1])]
             return [self.claim(lo, hi)]
         out = []
         parts = []

@@ -59,7 +59,8 @@ class PeerSet:
                                # full claim shows them
         self.asks = []         # (lo key, hi key, ms) of our recent asks
         self.helped = {}       # (lo key, hi key) of an ask the neighbour helped with ->
-                               # [ms, upper end of its first half, lower end of its second]
+                               # [ms, upper end of its first half, lower end of its second,
+                               #  (count, XOR) of its first half, of its second]
 
     # -- what the neighbour says -------------------------------------------------------
 
@@ -95,15 +96,19 @@ class PeerSet:
             # single claim (the inside was 2 or 3 keys) does both
             halves = self.helped.get((a[0], a[1]))
             if halves is None or now - halves[0] >= HELPED_MS:
-                halves = [now, None, None]
+                halves = [now, None, None, None, None]
                 if len(self.helped) < ASKS:
                     self.helped[(a[0], a[1])] = halves
-            if self._adjacent(a[0], lo):
+            first = self._adjacent(a[0], lo)
+            if first:
                 self._edge(a[0], lo, 1)
                 halves[1] = hi
+                halves[3] = (cnt, xor)
             if self._adjacent(hi, a[1]):
                 self._edge(hi, a[1], 1)
                 halves[2] = lo
+                # (one claim for both: the inside was 2 or 3 keys)
+                halves[4] = (0, bytes(32)) if first else (cnt, xor)
             if halves[1] is not None and halves[2] is not None and halves[1] < halves[2]:
                 self._edge(halves[1], halves[2], 1)     # the halves meet
         self._ranks()
@@ -147,6 +152,14 @@ class PeerSet:
                         r[a] = r[b] - d
                         grew = True
         self.ranks = r
+
+    def halves(self, lo, hi, now):
+        """((count, XOR), (count, XOR)) of the two halves of its help for our ask lo..hi
+        (the keys strictly inside), or None until both are in."""
+        h = self.helped.get((lo, hi))
+        if h is None or now - h[0] >= HELPED_MS or h[3] is None or h[4] is None:
+            return None
+        return h[3], h[4]
 
     def was_helped(self, lo, hi, now):
         """The neighbour helped with our region lo..hi already (claimed its halves): asking

@@ -208,3 +208,27 @@ def test_our_whole_set_is_asked_for_in_two_halves_once():
     g.on_packet(full, ASK_AGAIN_MS + 1000)
     assert all(p[8:40] != keys[0] or p[40:72] != keys[23] for p in g.asks_out)
     assert all((p[8:40], p[40:72]) not in ((keys[0], m), (m, keys[23])) for p in g.asks_out)
+
+
+def test_a_region_asked_for_in_part_leaves_the_rest_known():
+    # its claim over keys 0..29 holds four keys we lack (5, 9, 22, 25): we ask for the
+    # lower two thirds only; its help halves that part (naming 5 by its XOR), and the rest
+    # (its claim less the part: 19..29) is known without a claim of its, two keys more
+    # than ours: asked for next
+    from tinyssb.goset import EXTENDED, GOSet
+    r = Rand(13)
+    keys = sorted(r.key() for _ in range(36))
+    g = GOSet(100, EXTENDED)
+    ours = [k for i, k in enumerate(keys) if i not in (5, 9, 22, 25)]
+    for k in ours:
+        g.add(k)
+    g.on_packet(_claim(keys[:30]), 0)
+    assert len(g.asks_out) == 1
+    part = g.asks_out[0]
+    assert part[8:40] == keys[0] and part[40:72] == keys[19]
+    g.asks_out = []
+    g.on_packet(_claim(keys[1:10]), 100)      # its help: the inside of the part, halved
+    assert keys[5] in g.peer.candidates
+    assert not g.asks_out
+    g.on_packet(_claim(keys[10:19]), 100)
+    assert [(p[8:40], p[40:72], p[104]) for p in g.asks_out] == [(keys[19], keys[29], 9)]
