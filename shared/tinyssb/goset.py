@@ -594,11 +594,16 @@ class GOSet:
                 # whole set (PeerSet.remainder). The other half goes next time.
                 if asks > 0 and self._may_ask(lo_key, hi_key, now, HALF_AGAIN_MS):
                     asks -= 1
+                    upper = self._upper.get((lo_key, hi_key), False)
                     p = self._half(lo, hi, now)
                     if p is not None:
                         out.append(p)
                         if self.wake is None:
                             self.wake = now + HALF_AGAIN_MS
+                    if upper:
+                        # both halves claimed: their answers are claims of its, pending
+                        # on their own; the region asks nothing more
+                        continue
                 keep.append(c)
                 continue
             if mine.count <= cnt:

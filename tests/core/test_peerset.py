@@ -232,3 +232,26 @@ def test_a_region_asked_for_in_part_leaves_the_rest_known():
     assert not g.asks_out
     g.on_packet(_claim(keys[10:19]), 100)
     assert [(p[8:40], p[40:72], p[104]) for p in g.asks_out] == [(keys[19], keys[29], 9)]
+
+
+def test_a_region_holding_keys_each_way_is_claimed_half_by_half_once():
+    # its claim: as many keys as ours there, another XOR (one key each way): one half at
+    # a round, the other half at the next (after one of its rounds), then nothing more
+    # (the answers are claims of its, pending on their own)
+    from tinyssb.goset import EXTENDED, HALF_AGAIN_MS, GOSet
+    r = Rand(14)
+    keys = sorted(r.key() for _ in range(22))
+    g = GOSet(100, EXTENDED)
+    for i, k in enumerate(keys):
+        if i != 6:
+            g.add(k)              # ours: all but 6, and 15 (which it lacks)
+    theirs = [k for i, k in enumerate(keys) if i != 15]
+    g.on_packet(_claim(theirs), 0)
+    assert not g.asks_out
+    sent = []
+    for t in (1000, 1000 + HALF_AGAIN_MS, 1000 + 2 * HALF_AGAIN_MS, 1000 + 3 * HALF_AGAIN_MS):
+        sent.append([(p[8:40], p[40:72]) for p in g.round(t) if p[7] == 0x63])
+    lo, hi = keys[0], keys[21]
+    assert len(sent[0]) == 1 and sent[0][0][0] == lo
+    assert len(sent[1]) == 1 and sent[1][0][1] == hi
+    assert sent[2] == [] and sent[3] == []
