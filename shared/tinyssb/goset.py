@@ -40,9 +40,12 @@ EXTENDED is what our nodes run. The packets are the same; what changes:
     keys than the claim says, and the claimant's keys are a subset of ours: the keys it
     lacks are the subset of ours whose XOR is the XOR difference (xorsolve), sent as
     novelties. A region where it holds one key more names a candidate key, confirmed by
-    its entry (peerset.py). Only what is left goes through the deployed ask/help rounds,
-    with larger budgets, asks sent at once and the rounds brought forward while work
-    waits.
+    its entry (peerset.py), and so does the whole set's count and XOR once one key is
+    left (PeerSet.remainder). Only what is left goes through the deployed ask/help
+    rounds, with larger budgets, asks sent at once, shaped for its helper (two helps a
+    round: our whole set in two halves; a region in part, the rest known from its claim;
+    a region holding keys each way half by half) and the rounds brought forward while
+    work waits (docs/interop.md, "The deployed claim dance, from our side").
 """
 from tinyssb.aggregate import Aggregate
 from tinyssb.dmx import GOSET_DMX
@@ -654,9 +657,8 @@ class GOSet:
             if claim is not None and claim[1] is not None and m >= SUB_MIN and \
                     hi - lo >= SUB_KEYS and len(self._subs) < MAX_PENDING and \
                     parts is None:
-                # (a part it was asked for and did not help with holds none of the keys
-                # we lack: the whole region is asked for next)
-                # (see SUB_MIN) its help splits our part in two, the rest is known
+                # in part (see SUB_MIN; _rests). Once asked for in part, the region is
+                # asked for whole: a part it did not help with holds none of those keys
                 s = lo + ((hi - lo) * 2 + 1) // 3
                 r = self._snap(lo, s)
                 if r is not None and r[0] == lo and r[1] > lo:

@@ -21,6 +21,9 @@ rank plus our keys in between (the region is ours plus the candidate). When our 
 plus all candidates adds up to a claim's count and XOR, that claim is the neighbour's
 whole set and every index is known at once.
 
+Its full claim also tells its whole set: less ours and the candidates, plus what it
+lacks, one key left is the XOR difference (remainder).
+
 Feeds with no entry cannot be confirmed this way; for them the deployed claim dance goes
 on (goset.py).
 """
@@ -215,7 +218,7 @@ class PeerSet:
             return False
         g = self.g
         n = len(g.keys)
-        return n and self.full_span == (g.keys[0], g.keys[n - 1]) and \
+        return n > 0 and self.full_span == (g.keys[0], g.keys[n - 1]) and \
             now - self.full_ms < FULL_FRESH_MS
 
     def probing(self, lo, hi, now):
