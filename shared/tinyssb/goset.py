@@ -134,6 +134,7 @@ class GOSet:
         self._asked = {}        # (lo, hi) -> ms of our last ask (extended)
         self._upper = {}        # (lo, hi) -> its upper half is next (extended)
         self._parts = {}        # (lo, hi) -> the (lo, hi) of the claims it was asked in
+        self._out = []          # (lo, hi, ms) of our asks for help not helped yet
         self._subs = {}         # (lo, hi) of a part asked for -> (count, lo, hi, XOR, ms)
                                 # of the claim of its whose region it is part of
         self.wake = None        # ms a round should run by (extended; the node reads it)
@@ -415,7 +416,31 @@ class GOSet:
         if self._subs:
             self._rests(now, new)
         self.remainder(now)
+        self._ask_pending(now)
         return new
+
+    def _ask_pending(self, now):
+        """Its help rounds are what paces the dance: as soon as fewer than two of our asks
+        wait there, ask for the pending regions where it holds most keys we lack."""
+        free = HELP_PER_ROUND - self._outstanding(now)
+        if free <= 0:
+            return
+        best = []
+        for c in self.pending:
+            cnt, lo_key, hi_key, xor = c
+            lo, hi = self.index(lo_key), self.index(hi_key)
+            if 0 <= lo < hi and cnt > hi - lo + 1:
+                best.append((cnt - (hi - lo + 1), c))
+        best.sort(key=lambda b: -b[0])
+        for m, c in best:
+            if free <= 0:
+                break
+            cnt, lo_key, hi_key, xor = c
+            if self.peer.probing(lo_key, hi_key, now) or not self._may_ask(lo_key, hi_key, now):
+                continue
+            got = self._asks(self.index(lo_key), self.index(hi_key), m, now, (cnt, xor))
+            free -= len(got)
+            self.asks_out.extend(got)
 
     def _rests(self, now, new):
         """A region of its asked for in part (see SUB_MIN): once both halves of its help
@@ -470,9 +495,19 @@ class GOSet:
         if lo < 0 or hi <= lo:
             return
         m = cnt - (hi - lo + 1)
-        if m > 0 and not self.peer.probing(lo_key, hi_key, now) and \
+        if m > 0 and self._outstanding(now) < HELP_PER_ROUND and \
+                not self.peer.probing(lo_key, hi_key, now) and \
                 self._may_ask(lo_key, hi_key, now):
             self.asks_out.extend(self._asks(lo, hi, m, now, (cnt, xor)))
+
+    def _outstanding(self, now):
+        """Our asks for help the neighbour has not helped with yet (within ASK_AGAIN_MS).
+        It helps two a round, smallest first: more would wait behind newer, smaller ones
+        (and be asked again); the rest of our asks go out as these are helped."""
+        out = [a for a in self._out
+               if now - a[2] < ASK_AGAIN_MS and not self.peer.was_helped(a[0], a[1], now)]
+        self._out = out
+        return len(out)
 
     def _answer(self, lo_key, hi_key, xor, cnt, now, new):
         """Settle a claimed region exactly where one comparison can; True when settled.
@@ -570,6 +605,7 @@ class GOSet:
             out.append(self.novelty(self.novelties.pop(0)))
             batch -= 1
         asks = EXT_ASKS if ext else ASK_PER_ROUND
+        helping = HELP_PER_ROUND - self._outstanding(now) if ext else 0
         helps = EXT_HELPS if ext else HELP_PER_ROUND
         keep = []
         self.pending.sort(key=lambda c: c[0])
@@ -613,10 +649,12 @@ class GOSet:
                 if ext and self.peer.probing(lo_key, hi_key, now):
                     keep.append(c)
                     continue
-                if asks > 0 and self._may_ask(lo_key, hi_key, now):
+                if asks > 0 and (not ext or helping > 0) and self._may_ask(lo_key, hi_key, now):
                     asks -= 1
                     if ext:
-                        out.extend(self._asks(lo, hi, cnt - mine.count, now, (cnt, xor)))
+                        got = self._asks(lo, hi, cnt - mine.count, now, (cnt, xor))
+                        helping -= len(got)
+                        out.extend(got)
                     else:
                         out.append(self.claim(lo, hi))
                 if mine.count < cnt:
@@ -666,7 +704,9 @@ class GOSet:
                     self._subs[part] = (claim[0], self.keys[lo], self.keys[hi], claim[1], now)
                     self._parts[(self.keys[lo], self.keys[hi])] = [part]
                     self.peer.asked(part[0], part[1], now)
+                    self._out.append((part[0], part[1], now))
                     return [self.claim(lo, r[1])]
+            self._out.append((whole[0], whole[1], now))
             return [self.claim(lo, hi)]
         out = []
         parts = []
@@ -678,6 +718,7 @@ class GOSet:
                 parts.append((self.keys[a], self.keys[b]))
                 out.append(self.claim(a, b))
                 self.peer.asked(self.keys[a], self.keys[b], now)
+                self._out.append((self.keys[a], self.keys[b], now))
             a = b
         if len(self._parts) >= MAX_PENDING:
             self._parts = {}

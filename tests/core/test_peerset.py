@@ -255,3 +255,27 @@ def test_a_region_holding_keys_each_way_is_claimed_half_by_half_once():
     assert len(sent[0]) == 1 and sent[0][0][0] == lo
     assert len(sent[1]) == 1 and sent[1][0][1] == hi
     assert sent[2] == [] and sent[3] == []
+
+
+def test_at_most_two_asks_wait_at_a_deployed_neighbour():
+    # it helps two claims a round, smallest first: a third ask would wait behind newer,
+    # smaller ones. Its full claim: our whole set in two halves; its help for them (four
+    # quarters, two keys we lack in each): two asks, the other quarters wait here
+    from tinyssb.goset import EXTENDED, GOSet
+    r = Rand(15)
+    keys = sorted(r.key() for _ in range(42))
+    lack = (3, 6, 13, 16, 24, 27, 34, 37)
+    g = GOSet(100, EXTENDED)
+    for i, k in enumerate(keys):
+        if i not in lack:
+            g.add(k)
+    g.on_packet(_claim(keys), 0)
+    assert len(g.asks_out) == 2
+    m = g.asks_out[0][40:72]
+    g.asks_out = []
+    for lo, hi in ((keys[0], m), (m, keys[41])):
+        inside = [k for k in keys if lo < k < hi]
+        h = len(inside) // 2
+        g.on_packet(_claim(inside[:h]), 500)
+        g.on_packet(_claim(inside[h:]), 500)
+    assert len(g.asks_out) == 2
