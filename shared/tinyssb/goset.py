@@ -81,6 +81,8 @@ SUB_MIN = 3           # a region of its holding this many keys we lack is asked 
 SUB_KEYS = 6          # part (its lower two thirds, when it spans this many of our keys):
                       # its help halves the part, and the rest of the region follows from
                       # its claim: three regions per help rather than two
+ASKS_WAITING = 2      # our asks for help waiting at a deployed neighbour at most: it
+                      # helps two a round (HELP_PER_ROUND), smallest first
 SPLIT_ASKS = 1        # a region asked for in up to this many parts at once (a deployed
                       # node keeps 5 pending claims between rounds, ESP32)
 EXT_HELPS = 4         # (our helps are mostly novelties, 40 B)
@@ -422,7 +424,7 @@ class GOSet:
     def _ask_pending(self, now):
         """Its help rounds are what paces the dance: as soon as fewer than two of our asks
         wait there, ask for the pending regions where it holds most keys we lack."""
-        free = HELP_PER_ROUND - self._outstanding(now)
+        free = ASKS_WAITING - self._outstanding(now)
         if free <= 0:
             return
         best = []
@@ -495,7 +497,7 @@ class GOSet:
         if lo < 0 or hi <= lo:
             return
         m = cnt - (hi - lo + 1)
-        if m > 0 and self._outstanding(now) < HELP_PER_ROUND and \
+        if m > 0 and self._outstanding(now) < ASKS_WAITING and \
                 not self.peer.probing(lo_key, hi_key, now) and \
                 self._may_ask(lo_key, hi_key, now):
             self.asks_out.extend(self._asks(lo, hi, m, now, (cnt, xor)))
@@ -605,7 +607,7 @@ class GOSet:
             out.append(self.novelty(self.novelties.pop(0)))
             batch -= 1
         asks = EXT_ASKS if ext else ASK_PER_ROUND
-        helping = HELP_PER_ROUND - self._outstanding(now) if ext else 0
+        helping = ASKS_WAITING - self._outstanding(now) if ext else 0
         helps = EXT_HELPS if ext else HELP_PER_ROUND
         keep = []
         self.pending.sort(key=lambda c: c[0])
