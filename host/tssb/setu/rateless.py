@@ -58,17 +58,19 @@ PROBE_GROWTH_FAR = (2, 1) # doubling to the prefix end (d = 1 stays <= 300 B up 
 PROBE_BITS = 2            # bits per probe: 1 to 8 bits carry about the same information
                           # per byte (Fisher information of a probe of false-match rate 2^-b)
 PROBE_FALSE_EQUAL = 1 / (1 << PROBE_BITS)   # a differing symbol's probe matches by chance
-STREAM_FACTOR = 1.8       # symbols streamed per estimated difference. A stream of m symbols
+STREAM_FACTOR = 1.7       # symbols streamed per estimated difference. A stream of m symbols
                           # (first flight included) passes the issue's bars in a window
-                          # measured with forced streams (bench_setu.py --stream-per-diff, 30
-                          # seeds at n = 10^4): it decodes in 2 round trips (own-key search
-                          # included) from ~0.95 d + 30 (1.8 d at d = 30, 1.2 d at 100, 0.95 d
-                          # at 1000) and stays within 2.0 x 32 d bytes up to ~3.69 d - 37 (each
-                          # difference costs its element and half a want, 34.5 bytes, and the
-                          # first flight and residual ~300). 1.8 x the estimate sits at the
-                          # window's centre in log d; the estimate spreads ~0.3 in log d
-                          # (bench_setu.py --estimates), and 1.8 passed most often of 1.5-2.1
-                          # there (1.5, the former factor, lost the low tail: ~93 % vs ~97 %)
+                          # (bench_setu.py --stream-per-diff, 30 seeds at n = 10^4): it decodes
+                          # in 2 round trips (own-key search included) from ~1.05 d at d = 100,
+                          # ~1.0 d at 300 and ~0.95 d at 1000, and stays within 2.0 x 32 d bytes
+                          # up to ~3.69 d - 37 (each difference costs its element and half a
+                          # want, 34.5 bytes; first flight and residual ~300): 3.3 d at 100,
+                          # 3.65 d at 1000. The estimate spreads ~0.28-0.33 in log d
+                          # (bench_setu.py --estimates), wider than the window allows at its
+                          # 1-99 % tails. Chosen on paired seed sweeps (same sets for every
+                          # factor; docs/setu.md): 1.5 loses the low tail at d = 1000 (MORE,
+                          # 3 round trips), 1.8 the high tail at d = 100 (over 2.0 x); rules
+                          # rising with the estimate (1.5 -> 1.75) did no better
 STREAM_EXTRA = 8
 DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 2000); extended on demand
 PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
@@ -260,8 +262,7 @@ def estimate_difference(observations, lo, hi):
 
 
 def stream_length(k1, d_est):
-    """Symbols R streams in all (the first flight's k1 included) for an estimated difference:
-    the centre of the window a stream passes in (STREAM_FACTOR)."""
+    """Symbols R streams in all (the first flight's k1 included) for an estimated difference."""
     return k1 + int(STREAM_FACTOR * d_est) + STREAM_EXTRA
 
 
