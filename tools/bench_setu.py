@@ -12,8 +12,9 @@ cost of appending elements to a set with the rateless state (hash, key index, pr
 
 `--stream-per-diff X` makes the responder stream X symbols per true difference (first flight
 included) instead of sizing the stream from its estimate: the window of X that passes (2 round
-trips, ratio_32d <= 2.0) is what rateless.STREAM_FACTOR aims for. `--estimates N` only
-simulates the responder's estimate of d (N random differences per d: the first flight's exact
+trips, ratio_32d <= 2.0) is what rateless.STREAM_FACTOR aims for. `--stream-factor F` replaces
+that factor (the sets depend only on --seed, so factors compare on the same sets).
+`--estimates N` only simulates the responder's estimate of d (N random differences per d: the first flight's exact
 comparisons and probes, from the difference's own symbols) and prints its spread and how often
 a stream of each factor lands in that window (docs/setu.md, "Why not always").
 
@@ -23,7 +24,7 @@ built) instead of last, so that no search can profit from newest-first order.
 
 Usage: python tools/bench_setu.py [--profile rateless] [--sizes 10000,100000,1000000]
        [--diffs 1,10,100,1000] [--gnunet-max 100000] [--tssb2-max 1000000] [--seed 1]
-       [--spread last|uniform] [--stream-per-diff X] [--estimates N]
+       [--spread last|uniform] [--stream-per-diff X] [--stream-factor F] [--estimates N]
 The profile named by --profile runs first; the tssb2 and gnunet rows follow for comparison.
 """
 import argparse
@@ -197,6 +198,9 @@ def main(argv=None):
     p.add_argument("--stream-per-diff", type=float, default=None, metavar="X",
                    help="rateless: stream X symbols per true difference instead of sizing "
                         "the stream from the estimate (measures the window that passes)")
+    p.add_argument("--stream-factor", type=float, default=None, metavar="F",
+                   help="rateless: stream F symbols per estimated difference instead of "
+                        "rateless.STREAM_FACTOR (paired comparisons over seeds)")
     p.add_argument("--estimates", type=int, default=0, metavar="N",
                    help="only simulate the responder's estimate of d, N differences per d")
     args = p.parse_args(argv)
@@ -204,6 +208,8 @@ def main(argv=None):
     diffs = [int(x) for x in args.diffs.split(",")]
     order = [args.profile] + [q for q in ("tssb2", "gnunet") if q != args.profile]
     rnd = random.Random(args.seed)
+    if args.stream_factor is not None:
+        RL.STREAM_FACTOR = args.stream_factor
     if args.estimates:
         return estimates(sizes, diffs, args.estimates, rnd)
     spread_rnd = random.Random(args.seed + 10 ** 6)   # the same sets for both placements
