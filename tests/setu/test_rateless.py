@@ -382,13 +382,13 @@ def test_too_many_unsolicited_elements_and_more_requests():
     reply = _rl_msg([(RL.SEC_ELEMENTS, RL._varint(24) + b"".join(els))], RL.FLAG_END | RL.FLAG_DONE)[0]
     assert _reason(a.receive, reply) == "too many elements"
     # a MORE beyond the responder's bounds
-    A, B = make_sets(200, 40, 40, seed=2)
+    A, B = make_sets(2000, 40, 40, seed=2)
     a = Reconciler(A, True, RATELESS)
     b = Reconciler(B, False, Config())
     f1 = a.start()
     b.receive(f1[0])
     f2 = b.receive(f1[1])
-    assert b.state == RL.R_WAIT_F3 and f2
+    assert b.state == RL.R_WAIT_F3 and f2 and b.stats["fallback"] is None   # streamed
     more = _rl_msg([(RL.SEC_MORE, RL._varint(10 ** 7))])[0]
     assert _reason(b.receive, more) == "too many symbols"
 
