@@ -14,9 +14,10 @@ cost of appending elements to a set with the rateless state (hash, key index, pr
 included) instead of sizing the stream from its estimate: the window of X that passes (2 round
 trips, ratio_32d <= 2.0) is what rateless.STREAM_FACTOR aims for. `--stream-factor F` replaces
 that factor (the sets depend only on --seed, so factors compare on the same sets).
-`--estimates N` only simulates the responder's estimate of d (N random differences per d: the first flight's exact
-comparisons and probes, from the difference's own symbols) and prints its spread and how often
-a stream of each factor lands in that window (docs/setu.md, "Why not always").
+`--estimates N` only simulates the responder's estimate of d (N random differences per d: the
+first flight's exact comparisons and probes, from the difference's own symbols) and prints its
+spread and how often a stream of each factor lands in that window (docs/setu.md, "Why not
+always").
 
 `--spread uniform` places the differing elements at random positions of the key order the
 rateless state keeps (as if they had been inserted at random times before the state was
@@ -146,8 +147,8 @@ def estimates(sizes, diffs, runs, rnd):
     import numpy as np
     for n in sizes:
         for d in diffs:
-            est = np.array([RL.estimate_difference(simulated_observations(n, d, rnd), 1, 2 * n + d)
-                            for _ in range(runs)])
+            est = np.array([RL.estimate_difference(simulated_observations(n, d, rnd), 1,
+                                                   2 * n + d) for _ in range(runs)])
             lg = np.log(est / d)
             row = {"bench": "setu", "case": "estimate n=%d d=%d" % (n, d), "n": n, "d": d,
                    "runs": runs, "log_mean": round(float(lg.mean()), 3),
@@ -157,8 +158,10 @@ def estimates(sizes, diffs, runs, rnd):
             for f in ESTIMATE_FACTORS + (None,):     # None: the profile's own rule
                 m = np.array([RL.stream_length(RL.FIRST_SYMBOLS, e) for e in est]) if f is None \
                     else RL.FIRST_SYMBOLS + (f * est).astype(int) + RL.STREAM_EXTRA
-                ok = (m >= WINDOW_NEED[0] * d + WINDOW_NEED[1]) & (m <= WINDOW_CAP[0] * d - WINDOW_CAP[1])
-                row["in_window_" + ("rule" if f is None else "%.2f" % f)] = round(float(ok.mean()), 3)
+                ok = (m >= WINDOW_NEED[0] * d + WINDOW_NEED[1]) \
+                    & (m <= WINDOW_CAP[0] * d - WINDOW_CAP[1])
+                key = "in_window_" + ("rule" if f is None else "%.2f" % f)
+                row[key] = round(float(ok.mean()), 3)
             print(json.dumps(row), flush=True)
 
 
@@ -246,7 +249,8 @@ def main(argv=None):
                     spread_uniform(A, d // 2, spread_rnd)
                     spread_uniform(B, d - d // 2, spread_rnd)
                 if args.stream_per_diff is not None:
-                    RL.stream_length = lambda k1, d_est, d=d: max(k1 + 1, int(args.stream_per_diff * d))
+                    RL.stream_length = lambda k1, d_est, d=d: max(
+                        k1 + 1, int(args.stream_per_diff * d))
                 a = Reconciler(A, True, Config(profile_id=PROFILE_IDS[q]))
                 b = Reconciler(B, False, Config())
                 t1 = time.perf_counter()
