@@ -13,7 +13,9 @@ the node fetches anyway) are reported apart (entry_bytes_mean).
   goset        two deployed-behaviour nodes (the deployed algorithm: the baseline)
   goset_ext    two of our nodes (coded-symbol extension), SEEDS seeds: mean and max
   goset_mixed  one of ours with a deployed-behaviour node, in both roles (ours holding
-               the superset, "ours_more", and the deployed node holding it, "deployed_more")
+               the superset, "ours_more", and the deployed node holding it, "deployed_more");
+               bytes_by_sender_mean splits the bytes by sender and packet kind (the
+               deployed node's claims are its help rounds and its full claims)
   goset_mixed_empty  deployed_more again with feeds that hold no entry (nothing can
                confirm a key the deployed node names only by XOR: the claim dance)
 """
@@ -102,7 +104,14 @@ def goset_run(diff, two_sided, seed, mode_a, mode_b, entries=True):
     t = bus.run(3600000, 100, stop=lambda: a.goset.keys == b.goset.keys)
     pk = sum(bus.packets.get(k, 0) for k in GOSET_KINDS)
     by = sum(bus.bytes.get(k, 0) for k in GOSET_KINDS)
-    return a.goset.keys == b.goset.keys, t / 1000, pk, by, bus.bytes.get("entry", 0)
+    roles = ("deployed" if mode_a == DEPLOYED else "ours",
+             "deployed" if mode_b == DEPLOYED else "ours")
+    split = {}
+    for (i, kind), n in bus.sent.items():
+        if kind in GOSET_KINDS:
+            k = "%s_%s" % (roles[i] if roles[0] != roles[1] else "ab"[i], kind)
+            split[k] = split.get(k, 0) + n
+    return a.goset.keys == b.goset.keys, t / 1000, pk, by, bus.bytes.get("entry", 0), split
 
 
 def case_name(diff, two_sided):
@@ -111,7 +120,7 @@ def case_name(diff, two_sided):
 
 def bench_goset(diff, two_sided, seed=1):
     """The deployed algorithm between two deployed-behaviour nodes (the baseline)."""
-    ok, t, pk, by, _ = goset_run(diff, two_sided, seed, DEPLOYED, DEPLOYED)
+    ok, t, pk, by, _, _ = goset_run(diff, two_sided, seed, DEPLOYED, DEPLOYED)
     bound = diff * 40
     emit(bench="goset", case=case_name(diff, two_sided), agreed=ok, time_s=t, packets=pk,
          bytes=by, bound_packets=diff, bound_bytes=bound, ratio=round(by / bound, 2))
@@ -134,7 +143,13 @@ def bench_goset_modes(bench, diff, two_sided, mode_a, mode_b, role=None, entries
                ratio_max=round(max(bys) / bound, 2),
                time_s_mean=round(sum(ts) / len(ts), 1), time_s_max=max(ts),
                one_packet=sum(1 for x in runs if x[2] == 1),
-               entry_bytes_mean=round(sum(x[4] for x in runs) / len(runs)))
+               entry_bytes_mean=round(sum(x[4] for x in runs) / len(runs)),
+               ratios=[round(b / bound, 2) for b in bys])
+    split = {}
+    for x in runs:
+        for k, n in x[5].items():
+            split[k] = split.get(k, 0) + n
+    rec["bytes_by_sender_mean"] = {k: round(v / len(runs)) for k, v in sorted(split.items())}
     emit(**rec)
 
 

@@ -10,13 +10,22 @@ Only the sync itself is timed (`sync_s`). `bytes_total` is every byte both ways,
 included; `ratio_32d` = bytes_total / (32 d). An `upkeep` line per size gives the amortised
 cost of appending elements to a set with the rateless state (hash, key index, prefix batch).
 
+`--stream-per-diff X` makes the responder stream X symbols per true difference (first flight
+included) instead of sizing the stream from its estimate: the window of X that passes (2 round
+trips, ratio_32d <= 2.0) is what rateless.STREAM_FACTOR aims for. `--stream-factor F` replaces
+that factor (the sets depend only on --seed, so factors compare on the same sets).
+`--estimates N` only simulates the responder's estimate of d (N random differences per d: the
+first flight's exact comparisons and probes, from the difference's own symbols) and prints its
+spread and how often a stream of each factor lands in that window (docs/setu.md, "Why not
+always").
+
 `--spread uniform` places the differing elements at random positions of the key order the
 rateless state keeps (as if they had been inserted at random times before the state was
 built) instead of last, so that no search can profit from newest-first order.
 
 Usage: python tools/bench_setu.py [--profile rateless] [--sizes 10000,100000,1000000]
        [--diffs 1,10,100,1000] [--gnunet-max 100000] [--tssb2-max 1000000] [--seed 1]
-       [--spread last|uniform]
+       [--spread last|uniform] [--stream-per-diff X] [--stream-factor F] [--estimates N]
 The profile named by --profile runs first; the tssb2 and gnunet rows follow for comparison.
 """
 import argparse
@@ -109,6 +118,53 @@ def spread_uniform(eset, k, rnd):
     rl._seeds = np.insert(rl._seeds[head], at, rl._seeds[tail])
 
 
+# The window a stream of m symbols passes in, measured with --stream-per-diff (30 seeds,
+# n = 10^4, d = 100..1000): decodes in 2 round trips from m >= 0.95 d + 10, stays within
+# 2.0 x 32 d bytes up to m <= 3.69 d - 37 (see rateless.STREAM_FACTOR).
+WINDOW_NEED = (0.95, 10)
+WINDOW_CAP = (3.69, 37)
+ESTIMATE_FACTORS = (1.5, 1.6, 1.65, 1.7, 1.8, 1.9, 2.0)
+
+
+def simulated_observations(n, d, rnd):
+    """What R sees of a random difference of d keys between sets of n: its first k1 symbols
+    compared exactly and I's probes (2 bits; a changed symbol matches with chance 1/4).
+    The difference's symbols are those of the differing keys alone (common keys cancel)."""
+    import numpy as np
+    from tssb.setu.rateless_prefix import RatelessPrefix
+    k1 = RL.FIRST_SYMBOLS
+    probes = RL.probe_indices(k1, min(RL.prefix_length(n), RL.PREFIX_PER_ELEMENTS * n + 64))
+    diff = RatelessPrefix(max(probes + [k1]) + 1)
+    for _ in range(d):
+        diff.add_key(rnd.randbytes(5))
+    diff.flush()
+    obs = [(i, diff.symbol_int(i) == 0, 0.0) for i in range(k1)]
+    return obs + [(g, RL.probe_value(diff.symbol_int(g)) == 0, RL.PROBE_FALSE_EQUAL)
+                  for g in probes]
+
+
+def estimates(sizes, diffs, runs, rnd):
+    import numpy as np
+    for n in sizes:
+        for d in diffs:
+            est = np.array([RL.estimate_difference(simulated_observations(n, d, rnd), 1,
+                                                   2 * n + d) for _ in range(runs)])
+            lg = np.log(est / d)
+            row = {"bench": "setu", "case": "estimate n=%d d=%d" % (n, d), "n": n, "d": d,
+                   "runs": runs, "log_mean": round(float(lg.mean()), 3),
+                   "log_sd": round(float(lg.std()), 3),
+                   "quantiles_1_5_50_95_99": [round(float(x), 2) for x in
+                                              np.exp(np.quantile(lg, [.01, .05, .5, .95, .99]))]}
+            for f in ESTIMATE_FACTORS + (None,):     # None: the profile's own rule
+                m = np.array([RL.stream_length(RL.FIRST_SYMBOLS, e) for e in est]) if f is None \
+                    else RL.FIRST_SYMBOLS + (f * est).astype(int) + RL.STREAM_EXTRA
+                ok = (m >= WINDOW_NEED[0] * d + WINDOW_NEED[1]) \
+                    & (m <= WINDOW_CAP[0] * d - WINDOW_CAP[1])
+                key = "in_window_" + ("rule" if f is None else "%.2f" % f)
+                row[key] = round(float(ok.mean()), 3)
+            print(json.dumps(row), flush=True)
+
+
 def upkeep(common, n, rnd):
     """Amortised cost of appending to a set that keeps only the rateless state: hash, key
     index, queued key, one batched prefix update for all appended elements."""
@@ -142,11 +198,23 @@ def main(argv=None):
     p.add_argument("--spread", default="last", choices=("last", "uniform"),
                    help="where the differing elements sit in the kept key order: appended "
                         "last (as in an append-only store) or at random positions")
+    p.add_argument("--stream-per-diff", type=float, default=None, metavar="X",
+                   help="rateless: stream X symbols per true difference instead of sizing "
+                        "the stream from the estimate (measures the window that passes)")
+    p.add_argument("--stream-factor", type=float, default=None, metavar="F",
+                   help="rateless: stream F symbols per estimated difference instead of "
+                        "rateless.STREAM_FACTOR (paired comparisons over seeds)")
+    p.add_argument("--estimates", type=int, default=0, metavar="N",
+                   help="only simulate the responder's estimate of d, N differences per d")
     args = p.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     diffs = [int(x) for x in args.diffs.split(",")]
     order = [args.profile] + [q for q in ("tssb2", "gnunet") if q != args.profile]
     rnd = random.Random(args.seed)
+    if args.stream_factor is not None:
+        RL.STREAM_FACTOR = args.stream_factor
+    if args.estimates:
+        return estimates(sizes, diffs, args.estimates, rnd)
     spread_rnd = random.Random(args.seed + 10 ** 6)   # the same sets for both placements
     for n in sizes:
         t0 = time.perf_counter()
@@ -180,6 +248,9 @@ def main(argv=None):
                 if q == "rateless" and args.spread == "uniform":
                     spread_uniform(A, d // 2, spread_rnd)
                     spread_uniform(B, d - d // 2, spread_rnd)
+                if args.stream_per_diff is not None:
+                    RL.stream_length = lambda k1, d_est, d=d: max(
+                        k1 + 1, int(args.stream_per_diff * d))
                 a = Reconciler(A, True, Config(profile_id=PROFILE_IDS[q]))
                 b = Reconciler(B, False, Config())
                 t1 = time.perf_counter()

@@ -20,13 +20,16 @@ class Bus:
         self.now = 0
         self.packets = {}  # kind -> count sent
         self.bytes = {}    # kind -> bytes sent
+        self.sent = {}     # (node index, kind) -> bytes sent
 
     def hears(self, i, j):
         return i != j and (self.links is None or (i, j) in self.links or (j, i) in self.links)
 
-    def _sent(self, kind, pkt):
+    def _sent(self, kind, pkt, src=None):
         self.packets[kind] = self.packets.get(kind, 0) + 1
         self.bytes[kind] = self.bytes.get(kind, 0) + len(pkt)
+        k = (src, kind)
+        self.sent[k] = self.sent.get(k, 0) + len(pkt)
 
     def step(self, now):
         """Run every node's tick at `now` and deliver all resulting traffic."""
@@ -39,7 +42,7 @@ class Bus:
         while k < len(queue):
             src, kind, p = queue[k]
             k += 1
-            self._sent(kind, p)
+            self._sent(kind, p, src)
             for j, n in enumerate(self.nodes):
                 if not self.hears(src, j) or (self.loss and self.loss(src, j, p)):
                     continue

@@ -40,9 +40,12 @@ EXTENDED is what our nodes run. The packets are the same; what changes:
     keys than the claim says, and the claimant's keys are a subset of ours: the keys it
     lacks are the subset of ours whose XOR is the XOR difference (xorsolve), sent as
     novelties. A region where it holds one key more names a candidate key, confirmed by
-    its entry (peerset.py). Only what is left goes through the deployed ask/help rounds,
-    with larger budgets, asks sent at once and the rounds brought forward while work
-    waits.
+    its entry (peerset.py), and so does the whole set's count and XOR once one key is
+    left (PeerSet.remainder). Only what is left goes through the deployed ask/help
+    rounds, with larger budgets, asks sent at once, shaped for its helper (two helps a
+    round: our whole set in two halves; a region in part, the rest known from its claim;
+    a region holding keys each way half by half) and the rounds brought forward while
+    work waits (docs/interop.md, "The deployed claim dance, from our side").
 """
 from tinyssb.aggregate import Aggregate
 from tinyssb.dmx import GOSET_DMX
@@ -71,9 +74,21 @@ NOVELTY_QUEUE = 10    # queued novelties beyond the one sent per round (deployed
 # Extended mode.
 PINNED, EXT, WIRE = 0, 1, 2   # trust classes, most trusted first
 EXT_ASKS = 2          # asks per round: a deployed helper helps 2 pending claims a round
+WHOLE_SPLIT_MIN = 4   # our whole set, where a deployed neighbour holds this many more,
+                      # is asked for in two halves: its round helps two claims, and one
+                      # claim of the whole set would leave the second help unused
+SUB_MIN = 3           # a region of its holding this many keys we lack is asked for in
+SUB_KEYS = 6          # part (its lower two thirds, when it spans this many of our keys):
+                      # its help halves the part, and the rest of the region follows from
+                      # its claim: three regions per help rather than two
+ASKS_WAITING = 2      # our asks for help waiting at a deployed neighbour at most: it
+                      # helps two a round (HELP_PER_ROUND), smallest first
 SPLIT_ASKS = 1        # a region asked for in up to this many parts at once (a deployed
                       # node keeps 5 pending claims between rounds, ESP32)
 EXT_HELPS = 4         # (our helps are mostly novelties, 40 B)
+HALF_AGAIN_MS = 6000  # the other half of a region holding keys each way: once a
+                      # deployed round (5-5.5 s) has answered the first; a round of ours
+                      # is brought to then (GOSet.wake)
 ASK_AGAIN_MS = 11000  # a region is asked for again only after two deployed rounds (5-5.5 s each:
                       # a deployed node helps two pending claims a round)
 NOVELTY_BATCH = 8     # novelties per round; the board's send queue holds 10 frames
@@ -119,6 +134,12 @@ class GOSet:
         self.solved = 0         # keys a neighbour lacked that a claim let us name
         self._basis = None
         self._asked = {}        # (lo, hi) -> ms of our last ask (extended)
+        self._upper = {}        # (lo, hi) -> its upper half is next (extended)
+        self._parts = {}        # (lo, hi) -> the (lo, hi) of the claims it was asked in
+        self._out = []          # (lo, hi, ms) of our asks for help not helped yet
+        self._subs = {}         # (lo, hi) of a part asked for -> (count, lo, hi, XOR, ms)
+                                # of the claim of its whose region it is part of
+        self.wake = None        # ms a round should run by (extended; the node reads it)
         self.shunned = {}       # EXT key -> ms it aged out: not taken again for EXT_AGE_MS
         self.fetching = {}      # provisional key -> ms we asked for its first entry
         self.peer = PeerSet(self) if mode == EXTENDED else None
@@ -186,6 +207,8 @@ class GOSet:
         xor_into(self._xor, key)
         self.state = bytes(self._xor)
         self.meta[key] = [cls, now, False]
+        if self.peer is not None:
+            self.peer.confirmed(key)   # a candidate no more (it counts as ours now)
         if self._basis is not None:
             self._basis.add(key)       # O(n); a removal rebuilds (lazily)
         if self.mode == DEPLOYED:
@@ -331,6 +354,7 @@ class GOSet:
             new = self.learn([pkt[8:40]], WIRE, now)
             if self.peer is not None:
                 self.peer.novelty(bytes(pkt[8:40]), now)
+                self.remainder(now)
             return new
         if typ == CLAIM:
             if len(pkt) != CLAIM_LEN:
@@ -390,10 +414,82 @@ class GOSet:
         self.peer.claim(lo, hi, xor, cnt, now)
         if not self._answer(lo, hi, xor, cnt, now, new):
             self._keep((cnt, lo, hi, xor))
-            self._ask_now(lo, hi, cnt, now)
+            self._ask_now(lo, hi, cnt, now, xor)
+        if self._subs:
+            self._rests(now, new)
+        self.remainder(now)
+        self._ask_pending(now)
         return new
 
-    def _ask_now(self, lo_key, hi_key, cnt, now):
+    def _ask_pending(self, now):
+        """Its help rounds are what paces the dance: as soon as fewer than two of our asks
+        wait there, ask for the pending regions where it holds most keys we lack."""
+        free = ASKS_WAITING - self._outstanding(now)
+        if free <= 0:
+            return
+        best = []
+        for c in self.pending:
+            cnt, lo_key, hi_key, xor = c
+            lo, hi = self.index(lo_key), self.index(hi_key)
+            if 0 <= lo < hi and cnt > hi - lo + 1:
+                best.append((cnt - (hi - lo + 1), c))
+        best.sort(key=lambda b: -b[0])
+        for m, c in best:
+            if free <= 0:
+                break
+            cnt, lo_key, hi_key, xor = c
+            if self.peer.probing(lo_key, hi_key, now) or not self._may_ask(lo_key, hi_key, now):
+                continue
+            got = self._asks(self.index(lo_key), self.index(hi_key), m, now, (cnt, xor))
+            free -= len(got)
+            self.asks_out.extend(got)
+
+    def _rests(self, now, new):
+        """A region of its asked for in part (see SUB_MIN): once both halves of its help
+        are in, the rest of the region is known too (its count and XOR less the part's);
+        settled like any claim of its."""
+        for part, whole in list(self._subs.items()):
+            h = self.peer.halves(part[0], part[1], now)
+            if h is None:
+                if now - whole[4] >= ASK_AGAIN_MS:
+                    del self._subs[part]
+                continue
+            del self._subs[part]
+            cnt, lo_key, hi_key, xor = whole[:4]
+            # the rest: part's upper end up to the region's; the region less its lower
+            # end and the inside of the part
+            x = bytearray(xor)
+            xor_into(x, lo_key)
+            n = cnt - 1
+            for c, hx in h:
+                xor_into(x, hx)
+                n -= c
+            x = bytes(x)
+            lo = part[1]
+            if n <= 0 or self.index(lo) < 0 or self.index(hi_key) < 0:
+                continue
+            if n == 1 and lo == hi_key:
+                continue
+            if not self._answer(lo, hi_key, x, n, now, new):
+                self._keep((n, lo, hi_key, x))
+                self._ask_now(lo, hi_key, n, now, x)
+
+    def remainder(self, now):
+        """The one key a deployed neighbour's whole set and ours still differ by, once
+        everything else is known (peerset.PeerSet.remainder): a candidate, or a novelty
+        for our key it lacks. Extended mode."""
+        r = self.peer.remainder(now)
+        if r is None:
+            return
+        d, k = r
+        if d > 0:
+            if k != ZERO_KEY and k not in self.meta:
+                self.peer.candidate(k, None, now)
+        elif k in self.meta:
+            self.solved += 1
+            self._announce([k])
+
+    def _ask_now(self, lo_key, hi_key, cnt, now, xor=None):
         """Where the claimant holds more, ask for its help right away (the claim goes
         out with the node's replies): the deployed helper works through its pending
         claims every 5 s, and an ask that misses its next round waits a whole one."""
@@ -401,9 +497,19 @@ class GOSet:
         if lo < 0 or hi <= lo:
             return
         m = cnt - (hi - lo + 1)
-        if m > 0 and not self.peer.probing(lo_key, hi_key, now) and \
+        if m > 0 and self._outstanding(now) < ASKS_WAITING and \
+                not self.peer.probing(lo_key, hi_key, now) and \
                 self._may_ask(lo_key, hi_key, now):
-            self.asks_out.extend(self._asks(lo, hi, m, now))
+            self.asks_out.extend(self._asks(lo, hi, m, now, (cnt, xor)))
+
+    def _outstanding(self, now):
+        """Our asks for help the neighbour has not helped with yet (within ASK_AGAIN_MS).
+        It helps two a round, smallest first: more would wait behind newer, smaller ones
+        (and be asked again); the rest of our asks go out as these are helped."""
+        out = [a for a in self._out
+               if now - a[2] < ASK_AGAIN_MS and not self.peer.was_helped(a[0], a[1], now)]
+        self._out = out
+        return len(out)
 
     def _answer(self, lo_key, hi_key, xor, cnt, now, new):
         """Settle a claimed region exactly where one comparison can; True when settled.
@@ -441,15 +547,15 @@ class GOSet:
         return False
 
 
-    def _may_ask(self, lo, hi, now):
+    def _may_ask(self, lo, hi, now, again=ASK_AGAIN_MS):
         """Deployed mode: always (its rounds pace it). Extended: not again within
-        ASK_AGAIN_MS, as a deployed helper answers once per round."""
+        `again`, as a deployed helper answers once per round."""
         if self.mode == DEPLOYED:
             return True
         if self.peer.was_helped(lo, hi, now):
             return False
         t = self._asked.get((lo, hi))
-        if t is not None and now - t < ASK_AGAIN_MS:
+        if t is not None and now - t < again:
             return False
         if len(self._asked) >= MAX_PENDING:
             self._asked = {}
@@ -501,14 +607,18 @@ class GOSet:
             out.append(self.novelty(self.novelties.pop(0)))
             batch -= 1
         asks = EXT_ASKS if ext else ASK_PER_ROUND
+        helping = ASKS_WAITING - self._outstanding(now) if ext else 0
         helps = EXT_HELPS if ext else HELP_PER_ROUND
         keep = []
         self.pending.sort(key=lambda c: c[0])
+        diffs = self._diffs() if ext else None
         for c in self.pending:
             cnt, lo_key, hi_key, xor = c
             if ext:
                 new = []
                 if self._answer(lo_key, hi_key, xor, cnt, now, new):
+                    continue
+                if self._inner_same(c, diffs):
                     continue
             lo, hi = self.index(lo_key), self.index(hi_key)
             if lo < 0 or hi < 0 or lo > hi:
@@ -516,14 +626,37 @@ class GOSet:
             mine = self.region(lo, hi)
             if bytes(mine.xor) == xor and mine.count == cnt:
                 continue  # the region agrees now
+            if ext and mine.count == cnt:
+                # Keys each way there. Asking for the whole region and helping with it
+                # (the deployed answer) costs three claims and draws as many back; a claim
+                # of one half draws one answer, and where that half holds keys of one
+                # side only, the answer names them (it re-claims the half, xorsolve; or
+                # splits it, one key more per quarter), and the rest follows from its
+                # whole set (PeerSet.remainder). The other half goes next time.
+                if asks > 0 and self._may_ask(lo_key, hi_key, now, HALF_AGAIN_MS):
+                    asks -= 1
+                    upper = self._upper.get((lo_key, hi_key), False)
+                    p = self._half(lo, hi, now)
+                    if p is not None:
+                        out.append(p)
+                        if self.wake is None:
+                            self.wake = now + HALF_AGAIN_MS
+                    if upper:
+                        # both halves claimed: their answers are claims of its, pending
+                        # on their own; the region asks nothing more
+                        continue
+                keep.append(c)
+                continue
             if mine.count <= cnt:
                 if ext and self.peer.probing(lo_key, hi_key, now):
                     keep.append(c)
                     continue
-                if asks > 0 and self._may_ask(lo_key, hi_key, now):
+                if asks > 0 and (not ext or helping > 0) and self._may_ask(lo_key, hi_key, now):
                     asks -= 1
                     if ext:
-                        out.extend(self._asks(lo, hi, cnt - mine.count, now))
+                        got = self._asks(lo, hi, cnt - mine.count, now, (cnt, xor))
+                        helping -= len(got)
+                        out.extend(got)
                     else:
                         out.append(self.claim(lo, hi))
                 if mine.count < cnt:
@@ -548,24 +681,96 @@ class GOSet:
         self.pending = keep[:PENDING_KEEP]
         return out
 
-    def _asks(self, lo, hi, m, now):
+    def _asks(self, lo, hi, m, now, claim=None):
         """Ask for help with our region lo..hi (indices) where the claimant holds m keys
         more: in about m/2 parts at once (up to SPLIT_ASKS), as a deployed helper splits
         each in halves and names what it holds there: halves holding one key more each
         are settled by their XOR (peerset.py), without another round of 5 s."""
+        whole = (self.keys[lo], self.keys[hi])
+        parts = self._parts.get(whole)
+        if parts is not None and all(self.peer.was_helped(a, b, now) for a, b in parts):
+            return []   # asked for in parts, each helped: their halves are asked for
         k = min(SPLIT_ASKS, (m + 1) // 2, (hi - lo) // 4)
+        if lo == 0 and hi == len(self.keys) - 1 and m >= WHOLE_SPLIT_MIN and hi - lo >= 8:
+            k = 2   # (see WHOLE_SPLIT_MIN)
         if k <= 1:
+            if claim is not None and claim[1] is not None and m >= SUB_MIN and \
+                    hi - lo >= SUB_KEYS and len(self._subs) < MAX_PENDING and \
+                    parts is None:
+                # in part (see SUB_MIN; _rests). Once asked for in part, the region is
+                # asked for whole: a part it did not help with holds none of those keys
+                s = lo + ((hi - lo) * 2 + 1) // 3
+                r = self._snap(lo, s)
+                if r is not None and r[0] == lo and r[1] > lo:
+                    part = (self.keys[lo], self.keys[r[1]])
+                    self._subs[part] = (claim[0], self.keys[lo], self.keys[hi], claim[1], now)
+                    self._parts[(self.keys[lo], self.keys[hi])] = [part]
+                    self.peer.asked(part[0], part[1], now)
+                    self._out.append((part[0], part[1], now))
+                    return [self.claim(lo, r[1])]
+            self._out.append((whole[0], whole[1], now))
             return [self.claim(lo, hi)]
         out = []
+        parts = []
         step = (hi - lo) / k
         a = lo
         for j in range(1, k + 1):
             b = hi if j == k else lo + int(step * j + 0.5)
             if b > a:
+                parts.append((self.keys[a], self.keys[b]))
                 out.append(self.claim(a, b))
                 self.peer.asked(self.keys[a], self.keys[b], now)
+                self._out.append((self.keys[a], self.keys[b], now))
             a = b
+        if len(self._parts) >= MAX_PENDING:
+            self._parts = {}
+        self._parts[whole] = parts
         return out
+
+    def _diffs(self):
+        """[(lo key, hi key, count difference, XOR difference)] of the pending claims
+        against our regions (extended)."""
+        out = []
+        for cnt, lo_key, hi_key, xor in self.pending:
+            lo, hi = self.index(lo_key), self.index(hi_key)
+            if 0 <= lo <= hi:
+                mine = self.region(lo, hi)
+                out.append((lo_key, hi_key, cnt - mine.count, xor_bytes(bytes(mine.xor), xor)))
+        return out
+
+    def _inner_same(self, c, diffs):
+        """A smaller claimed region inside c's differs from ours exactly as c's does: the
+        rest of c's region agrees, and c asks nothing the smaller one does not."""
+        cnt, lo_key, hi_key, xor = c
+        me = None
+        for d in diffs:
+            if d[0] == lo_key and d[1] == hi_key:
+                me = d
+                break
+        if me is None:
+            return False
+        for d in diffs:
+            if d is not me and lo_key <= d[0] and d[1] <= hi_key and \
+                    (d[0], d[1]) != (lo_key, hi_key) and d[2] == me[2] and d[3] == me[3]:
+                return True
+        return False
+
+    def _half(self, lo, hi, now):
+        """A claim of one half of our region lo..hi (indices), the other half than last
+        time for this region; None when too small to split."""
+        if hi - lo < 3:
+            return self.claim(lo, hi)
+        key = (self.keys[lo], self.keys[hi])
+        upper = self._upper.pop(key, False)
+        if len(self._upper) >= MAX_PENDING:
+            self._upper = {}
+        self._upper[key] = not upper
+        sz = (hi + 1 - lo) // 2
+        r = self._snap(lo + sz, hi) if upper else self._snap(lo, lo + sz - 1)
+        if r is None or r[0] == r[1]:
+            return None
+        self.peer.asked(self.keys[r[0]], self.keys[r[1]], now)
+        return self.claim(r[0], r[1])
 
     def _help_ext(self, lo, hi, out):
         """Help as deployed nodes do (a small region's keys, else its two halves), but

@@ -84,6 +84,9 @@ TIMING = {
 
 # Extended mode.
 RESERVE = 10            # GOSET slots kept free of stored feeds for feeds the mesh announces
+BUSY_FEED_MS = 60000    # a feed with a new entry this recently is not made dormant to keep
+                        # that reserve (its replication, a neighbour's set we agree on,
+                        # would be undone); the reserve comes back once it idles
 WANT_MAX_MS = 12000     # longest WANT/CHNK period when they bring nothing (8 x 1.5 s)
 PROMPT_MS = 100         # delay of a WANT/CHNK brought forward (replies of one packet batch)
 PROMPT_GAP_MS = 500     # at most one brought-forward WANT (or CHNK) per this
@@ -293,14 +296,16 @@ class Node:
         self._refresh()
         return r
 
-    def _make_room(self):
-        """Make a verified feed dormant (not followed, least recently active); True if
-        one was found (extended mode)."""
+    def _make_room(self, now=None):
+        """Make a verified feed dormant (not followed, least recently active, and with
+        `now`: idle for BUSY_FEED_MS); True if one was found (extended mode)."""
         if not self.extended:
             return False
         best = None
         for k in self.goset.keys:
             if k in self.followed or self.goset.trust(k) != PINNED:
+                continue
+            if now is not None and now - self.fresh.get(k, 0) < BUSY_FEED_MS:
                 continue
             if best is None or self.fresh.get(k, 0) < self.fresh.get(best, 0):
                 best = k
@@ -323,11 +328,15 @@ class Node:
         if g.trust(r.fid) == PINNED:
             return
         g.pin(r.fid)
-        cap = g.capacity - min(RESERVE, g.capacity // 2)
-        if self._pinned() > cap:
-            self._make_room()
+        self._keep_reserve()
         self._settle()
         self._refresh()
+
+    def _keep_reserve(self):
+        """Idle verified feeds beyond capacity less RESERVE go dormant (extended mode)."""
+        g = self.goset
+        if self.extended and self._pinned() > g.capacity - min(RESERVE, g.capacity // 2):
+            self._make_room(self.clock)
 
     def _refresh(self):
         g = self.goset
@@ -579,15 +588,22 @@ class Node:
         self.fresh[r.fid] = now
         if not self.extended:
             return []
+        probes = []
         if r.fid not in self.goset:
             # a candidate's probe was answered: the entry verified under it
-            self.goset.peer.confirmed(r.fid)
+            g = self.goset
+            g.peer.confirmed(r.fid)
             try:
-                self.goset.add(r.fid, PINNED, now)
+                g.add(r.fid, PINNED, now)
             except GOSetFull:
                 pass
             self._count("rx_confirmed")
             self._refresh()
+            g.remainder(now)        # the last key may follow from the whole set now
+            if g.busy():
+                self._soon("goset", now, GOSET_SOON_MS)
+            if g.peer.candidates:
+                probes = self._probe(now)
         proof = []
         if self.goset.trust(r.fid) != PINNED and self.ext is not None and \
                 self.spaces.lacking(r.fid, now):
@@ -605,11 +621,11 @@ class Node:
             # earlier would ask while the hop before us still sends (hidden nodes).
             self.chain_t[(r.fid, seq)] = now
             self._soon("chnk", now, CHAIN_BUSY_MS)
-            return proof
+            return probes + proof
         out = self._owed_entry(r, seq, now)
         if proof:
             out = proof[:-1] + (out or proof[-1:])
-        return out
+        return probes + out
 
     def _on_chunk(self, h, waiting, pkt, now):
         del self.by_hash[h]
@@ -928,7 +944,7 @@ class Node:
         gs = []
         if now >= due["claim"]:
             self._claims += 1
-            if (not self.extended or (self.deployed_present(now) and not g.peer.ahead(now))
+            if (not self.extended or (self.deployed_present(now) and not g.peer.heard(now))
                     or self._claims % DISCOVERY_CLAIMS == 0):
                 p = g.full_claim(now)
                 if p is not None:
@@ -946,10 +962,17 @@ class Node:
                 g.pending = []
             else:
                 gs.extend(g.round(now))
+            self._keep_reserve()    # (feeds verified in a burst went beyond it)
             if self._settle() or g.state != before:
                 self._refresh()
                 self._event("goset", {"count": len(g), "state": g.state.hex()})
             self._reschedule("goset", now)
+            if g.wake is not None:
+                # the next round when the other half of a claimed region may go (see
+                # goset.HALF_AGAIN_MS), half a second or so later than its period
+                if not g.busy():
+                    self._due["goset"] = g.wake
+                g.wake = None
         for p in gs:
             out.append(("claim" if p[7] == 0x63 else "novelty", p))
         self._count("tx_goset", len(gs))

@@ -21,6 +21,9 @@ rank plus our keys in between (the region is ours plus the candidate). When our 
 plus all candidates adds up to a claim's count and XOR, that claim is the neighbour's
 whole set and every index is known at once.
 
+Its full claim also tells its whole set: less ours and the candidates, plus what it
+lacks, one key left is the XOR difference (remainder).
+
 Feeds with no entry cannot be confirmed this way; for them the deployed claim dance goes
 on (goset.py).
 """
@@ -32,7 +35,8 @@ CLAIMS_HEARD = 8      # (count, XOR) of recent claims: a deployed neighbour's wh
 CLAIM_HEARD_MS = 60000  # one of them (its full claim, every 20 s)
 ASKS = 16             # our recent asks (claims of ours) a help may answer ...
 ASK_MS = 12000        # ... within two deployed rounds
-FULL_FRESH_MS = 20000  # a deployed full claim is fresh this long (its period)
+FULL_FRESH_MS = 25000  # a deployed full claim is fresh this long (its period, 20 s, and
+                      # a round: ours must not cross its next one)
 PROBE_GAP_MS = 6000   # a candidate is probed again after a deployed round at the soonest
 HELPED_MS = 30000     # a region the neighbour helped with is not asked for again sooner
 PROBE_WAIT_MS = 3000  # a region holding a candidate is not asked for meanwhile (a WANT
@@ -49,6 +53,8 @@ class PeerSet:
         self.candidates = {}   # key -> [ms found, lower end of its region, ms probed]
         self.claims = []       # [count, XOR, ms] of recent claims
         self.full = None       # (count, XOR) of the claim spanning the neighbour's set
+        self.full_span = None  # (its lowest key, its highest): ours too when it spanned
+        self.full_ms = None    # when last heard (claims rotate out of self.claims)
         self.ranks = {}        # key -> its index in that set
         self.edges = []        # (a, b, d): rank(b) - rank(a) = d, from its claims
         self.anchor = None     # its lowest key (rank 0)
@@ -56,7 +62,8 @@ class PeerSet:
                                # full claim shows them
         self.asks = []         # (lo key, hi key, ms) of our recent asks
         self.helped = {}       # (lo key, hi key) of an ask the neighbour helped with ->
-                               # [ms, upper end of its first half, lower end of its second]
+                               # [ms, upper end of its first half, lower end of its second,
+                               #  (count, XOR) of its first half, of its second]
 
     # -- what the neighbour says -------------------------------------------------------
 
@@ -76,6 +83,8 @@ class PeerSet:
         n = len(g.keys)
         if n and g.keys[0] == lo and g.keys[n - 1] == hi:
             # spans our whole set: the neighbour's full claim (its lowest, highest key)
+            self.full_span = (lo, hi)
+            self.full_ms = now
             if self.full != (cnt, xor):
                 self.full = (cnt, xor)
                 self.edges = []
@@ -90,15 +99,19 @@ class PeerSet:
             # single claim (the inside was 2 or 3 keys) does both
             halves = self.helped.get((a[0], a[1]))
             if halves is None or now - halves[0] >= HELPED_MS:
-                halves = [now, None, None]
+                halves = [now, None, None, None, None]
                 if len(self.helped) < ASKS:
                     self.helped[(a[0], a[1])] = halves
-            if self._adjacent(a[0], lo):
+            first = self._adjacent(a[0], lo)
+            if first:
                 self._edge(a[0], lo, 1)
                 halves[1] = hi
+                halves[3] = (cnt, xor)
             if self._adjacent(hi, a[1]):
                 self._edge(hi, a[1], 1)
                 halves[2] = lo
+                # (one claim for both: the inside was 2 or 3 keys)
+                halves[4] = (0, bytes(32)) if first else (cnt, xor)
             if halves[1] is not None and halves[2] is not None and halves[1] < halves[2]:
                 self._edge(halves[1], halves[2], 1)     # the halves meet
         self._ranks()
@@ -142,6 +155,14 @@ class PeerSet:
                         r[a] = r[b] - d
                         grew = True
         self.ranks = r
+
+    def halves(self, lo, hi, now):
+        """((count, XOR), (count, XOR)) of the two halves of its help for our ask lo..hi
+        (the keys strictly inside), or None until both are in."""
+        h = self.helped.get((lo, hi))
+        if h is None or now - h[0] >= HELPED_MS or h[3] is None or h[4] is None:
+            return None
+        return h[3], h[4]
 
     def was_helped(self, lo, hi, now):
         """The neighbour helped with our region lo..hi already (claimed its halves): asking
@@ -187,17 +208,18 @@ class PeerSet:
             del self.candidates[k]
             self.g.removed.append(k)    # (the node drops its probe replica)
 
-    def ahead(self, now):
-        """The neighbour's full claim, heard within a claim period, holds more keys than
-        our set: our own full claim would only make it split its set again (a help we
-        have had); our asks for its regions go on."""
+    def heard(self, now):
+        """The neighbour's full claim, heard within a claim period, spans our whole set: we
+        answer it region by region, and our own full claim would only bring its ask for
+        our whole set and its help with it (three claims of 105 B). (Keys of ours outside
+        the span of its claims need ours.)"""
         f = self.full
-        if f is None or f[0] <= len(self.g.keys):
+        if f is None:
             return False
-        for c in self.claims:
-            if c[0] == f[0] and c[1] == f[1]:
-                return now - c[2] < FULL_FRESH_MS
-        return False
+        g = self.g
+        n = len(g.keys)
+        return n > 0 and self.full_span == (g.keys[0], g.keys[n - 1]) and \
+            now - self.full_ms < FULL_FRESH_MS
 
     def probing(self, lo, hi, now):
         """A candidate between these keys may still be confirmed (see PROBE_WAIT_MS)."""
@@ -242,7 +264,10 @@ class PeerSet:
         for k in told:
             xor_into(x, k)
         x = bytes(x)
-        for c in self.claims:
+        cl = self.claims
+        if self.full is not None:
+            cl = cl + [[self.full[0], self.full[1], self.full_ms]]
+        for c in cl:
             if c[0] == n and c[1] == x and now - c[2] < CLAIM_HEARD_MS:
                 keys = [k for k in g.keys if k not in told] + list(self.candidates)
                 keys.sort()
@@ -251,3 +276,35 @@ class PeerSet:
 
     def confirmed(self, key):
         self.candidates.pop(key, None)
+
+    def remainder(self, now):
+        """(sign, key) for the one key that the neighbour's whole set and ours, all else
+        we know counted, still differ by, or None. Its whole set is its largest recent
+        claim (its full claim); less ours, less the candidates, plus the keys it lacks:
+        when the counts differ by exactly one, the XOR difference is that key: +1, a key
+        of its (a candidate, confirmed by its entry like any other); -1, a key of ours it
+        lacks (named in a novelty). So a claim that names one key of a two-sided
+        difference of two names both, and the last key of a one-sided difference needs
+        no help round of its own. A wrong answer (a stale claim, a key named that it had
+        learned meanwhile) is a candidate that is never confirmed, or a key of ours that
+        is not in our set: nothing."""
+        g = self.g
+        best = None
+        if self.full is not None and now - self.full_ms < CLAIM_HEARD_MS:
+            best = self.full
+        for c in self.claims:
+            if now - c[2] < CLAIM_HEARD_MS and (best is None or c[0] > best[0]):
+                best = c
+        if best is None:
+            return None
+        told = [k for k in self.told if k in g.meta]
+        d = best[0] - (len(g.keys) + len(self.candidates) - len(told))
+        if d != 1 and d != -1:
+            return None
+        x = bytearray(best[1])
+        xor_into(x, g.state)
+        for k in self.candidates:
+            xor_into(x, k)
+        for k in told:
+            xor_into(x, k)
+        return d, bytes(x)

@@ -211,6 +211,42 @@ def test_estimate_is_near_the_difference():
     assert all(100 <= e <= 900 for e in ests), ests
 
 
+def test_stream_size_lands_in_the_measured_window_from_both_tails_of_the_estimate():
+    # A stream of m symbols passes (2 round trips, <= 2.0 x 32 d bytes) when it holds at least
+    # ~1.05 d (d = 100) to 0.95 d (d = 1000) symbols and at most 3.69 d - 37 (docs/setu.md,
+    # "Why not always"). The estimate's 5-95 % range lies within 0.58-1.75 d: streams sized
+    # from both ends must land inside (1.5 per estimated difference falls short at
+    # d = 1000, 1.8 overshoots at d = 100).
+    k1 = RL.FIRST_SYMBOLS
+    for d, need in ((100, 1.05), (300, 1.0), (1000, 0.95)):
+        assert RL.stream_length(k1, int(0.58 * d)) >= need * d
+        assert RL.stream_length(k1, int(1.75 * d)) <= 3.69 * d - 37
+    sizes = [RL.stream_length(k1, e) for e in range(1, 5000, 7)]
+    assert sizes == sorted(sizes)
+
+
+def test_responder_streams_what_the_rule_gives_for_its_estimate():
+    A, B = make_sets(2000, 120, 120, seed=4)
+    a, b = rl_sync(A, B)
+    assert_union(A, B, a, b)
+    est = b.stats["estimate"]
+    assert b.stats["symbols_sent"] == RL.stream_length(RL.FIRST_SYMBOLS, est) - RL.FIRST_SYMBOLS
+
+
+def test_one_sided_difference_is_never_underestimated():
+    # |n_I - n_R| bounds the difference from below (exactly, when one side holds it all), so
+    # the responder's stream never falls short of a one-sided difference
+    for seed in range(6):
+        A, B = make_sets(3000, 300, 0, seed=seed)
+        a, b = rl_sync(A, B)
+        assert_union(A, B, a, b)
+        assert b.stats["estimate"] >= 300 and a.stats["more_rounds"] == 0
+        A, B = make_sets(3000, 0, 300, seed=seed)
+        a, b = rl_sync(A, B)
+        assert_union(A, B, a, b)
+        assert b.stats["estimate"] >= 300 and a.stats["more_rounds"] == 0
+
+
 def test_gnunet_only_responder_refuses_the_profile():
     A, B = make_sets(20, 1, 1)
     b_cfg = Config(allowed_profiles=(C.PROFILE_GNUNET, C.PROFILE_TSSB2))
@@ -346,13 +382,13 @@ def test_too_many_unsolicited_elements_and_more_requests():
     reply = _rl_msg([(RL.SEC_ELEMENTS, RL._varint(24) + b"".join(els))], RL.FLAG_END | RL.FLAG_DONE)[0]
     assert _reason(a.receive, reply) == "too many elements"
     # a MORE beyond the responder's bounds
-    A, B = make_sets(200, 40, 40, seed=2)
+    A, B = make_sets(2000, 40, 40, seed=2)
     a = Reconciler(A, True, RATELESS)
     b = Reconciler(B, False, Config())
     f1 = a.start()
     b.receive(f1[0])
     f2 = b.receive(f1[1])
-    assert b.state == RL.R_WAIT_F3 and f2
+    assert b.state == RL.R_WAIT_F3 and f2 and b.stats["fallback"] is None   # streamed
     more = _rl_msg([(RL.SEC_MORE, RL._varint(10 ** 7))])[0]
     assert _reason(b.receive, more) == "too many symbols"
 
