@@ -1,12 +1,14 @@
 """Benchmark: validated Spark ingest against plain JSON -> Parquet and a Python baseline.
 
 Usage: python tools/bench_spark.py [--sizes 1e6,1e7] [--master local[2]] [--workdir DIR]
-                                   [--repeat K]
+                                   [--repeat K] [--pieces]
 
 For each size N it writes N synthetic events (a tinySSB mesh mix of tx/rx/append/goset/
 want lines, 0.1 % bad lines) as JSONL files, then on the same files in the same run:
   - python: one Python process reads every line, validates it with the same schema rules
-    (tssb_spark.schema.validate_line) and dedupes ids in a set; nothing is written
+    (tssb_spark.schema.validate_line: the same unparsable checks, json.loads, every rule
+    of Catalog.validate) and dedupes the valid lines' ids in a set; it writes nothing and
+    keeps no quarantine
   - plain: `spark.read.schema(S).json(files)` -> Parquet partitioned by date and node, the
     same schema and partitioning as the lake, no validation, no quarantine, no dedupe
   - ingest: `tssb_spark.ingest` in batch mode into a fresh lake (parse, validate,
@@ -125,6 +127,28 @@ def plain_json(spark, src, out):
     return obs.get["rows"]
 
 
+def pieces(spark, src):
+    """The parts of the two jobs, each read into the noop sink: {name: callable}."""
+    from pyspark.sql import functions as F
+    cat = schema.Catalog()
+    st = schema.spark_struct(cat)
+
+    def noop(df):
+        df.write.format("noop").mode("overwrite").save()
+
+    def scan():
+        df, cols = ingest.stage_rows(ingest.read_batch(spark, src), cat)
+        noop(df.selectExpr(*cols))
+
+    return {
+        "plain_parse": lambda: noop(spark.read.schema(st).json(src)),
+        "text_parse": lambda: noop(ingest.read_batch(spark, src).select(
+            F.from_json("value", st, ingest.JSON_OPTIONS).alias("t"), "source_file")
+            .select("t.*", "source_file")),
+        "scan": scan,
+    }
+
+
 def dir_bytes(path, suffix):
     total = 0
     for base, _, files in os.walk(path):
@@ -140,6 +164,8 @@ def main(argv=None):
     ap.add_argument("--workdir", help="scratch directory (default: a temporary one)")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each Spark case, alternating; best kept (default 2)")
+    ap.add_argument("--pieces", action="store_true",
+                    help="also time the parts of the jobs (noop sink; see above)")
     args = ap.parse_args(argv)
     sizes = [int(float(s)) for s in args.sizes.split(",") if s]
     work = args.workdir or tempfile.mkdtemp(prefix="bench_spark_")
@@ -167,7 +193,14 @@ def main(argv=None):
             say("%d events: python baseline" % n)
             py_s, py_valid = python_baseline(src)
             best = {"plain": None, "ingest": None}
+            parts = pieces(spark, src) if args.pieces else {}
             for k in range(args.repeat):
+                for name, run in parts.items():
+                    say("%d events: %s (noop sink), run %d" % (n, name, k + 1))
+                    t0 = time.perf_counter()
+                    run()
+                    dt = time.perf_counter() - t0
+                    best[name] = min(best.get(name) or dt, dt)
                 say("%d events: plain JSON -> Parquet, run %d" % (n, k + 1))
                 shutil.rmtree(plain, ignore_errors=True)
                 t0 = time.perf_counter()
@@ -196,6 +229,8 @@ def main(argv=None):
                 "vs_python": round(rate["ingest"] * py_s / lines, 3),
                 "jsonl_bytes": jsonl_bytes, "parquet_bytes": pq,
                 "parquet_over_jsonl": round(pq / float(jsonl_bytes), 4),
+                "pieces_events_per_s": {k: round(rate[k]) for k in parts},
+                "load_avg": os.getloadavg()[0],
                 "master": args.master, "repeat": args.repeat}), flush=True)
             for d in (src, lake, plain):
                 shutil.rmtree(d, ignore_errors=True)

@@ -10,21 +10,23 @@ Lake layout (LAKE is the --output directory):
 One parse per line. Lines are read as text (the raw line and its file stay at hand for the
 quarantine) and parsed once with `from_json` and the explicit typed schema. A line is
 accepted on this parse alone when column expressions show it is exactly a valid record
-(`fast_check_sql`): envelope and per-field rules on the typed values, plus counts over the
-raw text that prove it has no key the typed parse did not keep (the JSON parser drops
-unknown keys silently and reads numbers into string fields). Only lines that fail go
-through the exact classifier (`classify`: a second parse as a string map, every rule as
-SQL), which gives the quarantine reasons; the tests check both agree.
+(`fast_check_sql`): one regex over the raw text (`line_regex`: a flat object of schema
+keys, each value of its field's type as written and matching its pattern, so the typed
+parse dropped and coerced nothing) and the event and range rules on the typed values.
+Only lines that fail go through the exact classifier (`classify`: a second parse as a
+string map, every rule as SQL), which gives the quarantine reasons; the tests check both
+agree.
 
-One job per batch writes every non-blank line to a staging table partitioned like the
-lake, the lines that need the exact check in a partition of their own (date and node
-null, the raw line in `id`); Spark cannot write two tables in one job, and this keeps the
-common case to one pass over the input. Then: the staged ids are checked against each
-other and against the lake's ids for the same dates (ids only, a small shuffle); without
-duplicates the staged files are renamed into LAKE/events (the normal case), otherwise the
-staged rows are deduplicated and appended. The exact check then runs on the staged bad
-partition only. Validation uses only Spark SQL expressions (no Python UDF), so a
-cluster's executors need no project code.
+One job per batch writes every line to a staging table partitioned like the lake, the
+lines that need the exact check (blank ones too) in a partition of their own (date and
+node null, the raw line in `id`); Spark cannot write two tables in one job, and this
+keeps the common case to one pass over the input. Then: the staged ids are checked
+against each other and against the lake's ids for the same dates (64-bit hashes, a small
+shuffle); without duplicates the staged partitions are renamed into LAKE/events (the
+normal case), otherwise the staged rows are deduplicated and appended. The exact check
+then runs on the staged bad partition only, in one job writing its result to a small
+table inside the staging directory; counts and the quarantine read that. Validation uses
+only Spark SQL expressions (no Python UDF), so a cluster's executors need no project code.
 
 Idempotence: valid rows are deduplicated on "id" within the batch and against the ids
 already stored for the same dates (ids carry the node name and ts is part of the event, so
@@ -32,9 +34,11 @@ a repeated id lands on the same date). Quarantined lines are keyed by SHA-256 of
 (source_file, raw line). Re-ingesting the same files therefore adds nothing. Streaming
 also remembers its files in the checkpoint; batch mode relies on the dedupe.
 """
+import contextlib
 import hashlib
 import json
 import os
+import re
 import time
 import uuid
 
@@ -53,6 +57,23 @@ MODES = ("stream", "batch")
 STAGING = "_staging"
 # Hive's name of a null partition value: the staged lines that need the exact check.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# Inside a batch's staging directory: the exact classifier's result for the lines the fast
+# check did not prove valid ("_": Spark's file listing skips it when reading the staging).
+CLASSIFIED = "_classified"
+MS_PER_DAY = 86400000
+# A blank line: JSON whitespace only (schema.JSON_WS), skipped and counted.
+BLANK = "^[ \\t\\r\\n]*\\z"
+# Parquet dictionaries pay only for columns with few distinct values; on the others (ids,
+# timestamps, hashes, measurements) parquet-mr builds a dictionary per page and then falls
+# back to plain encoding, which made it the largest cost of the write.
+DICTIONARY_COLUMNS = ("v", "event", "node", "kind", "length", "src", "freq_khz", "proto",
+                      "mode", "reason", "feed", "peer", "own", "ok", "source_file")
+# Input splits: at least this many tasks per core (spark.sql.files.minPartitionNum; Spark
+# still caps a split at spark.sql.files.maxPartitionBytes). Spark's default of one split
+# per core packs a 150 MB input into 3 tasks on 2 cores, and the third then runs alone.
+TASKS_PER_CORE = 4
+PARQUET_OPTIONS = dict([("parquet.enable.dictionary", "false")] + [
+    ("parquet.enable.dictionary#" + c, "true") for c in DICTIONARY_COLUMNS])
 
 
 def _q(name):
@@ -86,11 +107,10 @@ def validation_sql(catalog):
     Args:
       catalog: schema.Catalog.
     Returns:
-      (pre, first, every): SQL texts over columns value, blank, _m (string map), _t (typed
-      struct), _k ("<v>:<event>"): `pre` the line-level violation (or NULL), `first` the
-      first violation (NULL when valid; uses _pre), `every` the array of all violations
-      (uses _pre and _reason). Built once as text (a few JVM calls) rather than from
-      thousands of Column objects.
+      (pre, every): SQL texts over columns value, blank, _m (string map), _t (typed
+      struct), _k ("<v>:<event>"): `pre` the line-level violation (or NULL), `every` the
+      array of all violations in rule order (uses _pre; empty when valid or blank). Built
+      once as text (a few JVM calls) rather than from thousands of Column objects.
     """
     def key_set(table, f):
         return ["%d:%s" % (ver, e) for ver in catalog.versions for e in catalog.events[ver]
@@ -137,7 +157,6 @@ def validation_sql(catalog):
         for ver in catalog.versions for e in catalog.events[ver])
     unknown_keys = "array_except(map_keys(_m), %s[_k])" % allowed_keys
     unknown_all = "transform(array_sort(%s), k -> concat('unknown_field:', k))" % unknown_keys
-    unknown_first = "concat('unknown_field:', array_min(%s))" % unknown_keys
     pre = " ".join([
         # The JSON parser ignores text after the object; wrapped in [ ] it must be the
         # array's only element, so any trailing text fails the parse.
@@ -151,91 +170,124 @@ def validation_sql(catalog):
         "WHEN NOT value RLIKE %s THEN 'type:event'" % _lit(_quoted_value("event")),
         "WHEN NOT %s THEN 'unknown_event' END" % _in(
             "_k", ["%d:%s" % (ver, e) for ver in catalog.versions for e in catalog.events[ver]])])
-    # The first violation uses only short-circuit, code-generated expressions (coalesce of
-    # CASEs); the full list needs higher-order functions (interpreted), so it is built
-    # only for the few bad lines.
-    first = ("CASE WHEN blank THEN NULL WHEN _pre IS NOT NULL THEN _pre ELSE coalesce(%s, %s) END"
-             % (", ".join(checks), unknown_first))
-    every = ("CASE WHEN _reason IS NULL THEN CAST(array() AS ARRAY<STRING>) "
+    # One list of all violations, the first of which is the line's reason: the rules
+    # appear once in the plan (planning them costs more than running them on the few
+    # lines that get here). Higher-order functions are interpreted, which is fine there.
+    every = ("CASE WHEN blank THEN CAST(array() AS ARRAY<STRING>) "
              "WHEN _pre IS NOT NULL THEN array(_pre) "
              "ELSE concat(filter(array(%s), x -> x IS NOT NULL), %s) END"
              % (", ".join(checks), unknown_all))
-    return pre, first, every
+    return pre, every
 
 
 
-def _event_codes(catalog):
-    """(version, event) -> small int, the key of a line's rule set in the fast check."""
-    names = sorted({e for v in catalog.versions for e in catalog.events[v]})
-    return {(v, e): v * 100 + names.index(e) for v in catalog.versions
-            for e in catalog.events[v]}, names
+# What a value of each non-string type may look like in a line the fast check accepts. The
+# JSON syntax itself is Jackson's to check (a syntax error nulls the whole typed row, so the
+# line fails the check); these only make sure the typed parse keeps the value: integers are
+# bounded in digits so they can not overflow (9 digits < 2^31, 18 digits < 2^63; a longer
+# value, valid or not, takes the exact check), and no number is accepted for a bool or text.
+_NUMBER = {"int": "-?[0-9]{1,9}+", "long": "-?[0-9]{1,18}+", "double": "-?[0-9][0-9.eE+-]*+",
+           "bool": "(?:true|false)"}
+# A pattern the line regex can embed: one character class (no quote, no backslash) repeated.
+_SIMPLE_PATTERN = re.compile(r"\^(\[[^\]\"\\]+\]\{\d+(?:,\d+)?\})\$")
+# A string that JSON writes without escapes (no quote, no backslash, no control character).
+_PLAIN_TEXT = re.compile(r"[ !#-\[\]-~]+")
+# Blanks the fast check allows around JSON tokens (what json.dumps and compact writers emit).
+_WS = "[ \\t]*+"
+
+
+def _value_regex(catalog, f):
+    """The regex of field f's JSON value in a line the fast check accepts, or None when the
+    field's valid values can not all be written that way (then lines with f take the exact
+    check). A string value must be a literal that is valid as written (no escapes), so the
+    typed parse holds exactly the text the regex checked."""
+    spec = catalog.fields[f]
+    if spec["type"] != "string":
+        return _NUMBER.get(spec["type"])
+    if "pattern" in spec:
+        m = _SIMPLE_PATTERN.fullmatch(spec["pattern"])
+        return '"%s+"' % m.group(1) if m else None
+    names = spec.get("enum") or (
+        sorted({e for v in catalog.versions for e in catalog.events[v]}) if f == "event" else None)
+    if names and all(_PLAIN_TEXT.fullmatch(x) for x in names):
+        return '"(?:%s)"' % "|".join(re.escape(x) for x in names)
+    return None
+
+
+def line_regex(catalog):
+    """The Java regex a line must match to be accepted on its typed parse alone.
+
+    One flat JSON object: every key a schema field, written once or more (JSON's last value
+    wins, for Spark's parser and Python's alike), every value of its field's type and
+    converted by the typed parse without loss (so that parse drops no key: no unknown key,
+    no null, no string read from a number, no number too large for its type), string
+    values matching their field's pattern as written, nothing before or after the object
+    but blanks. At most as many pairs as the largest event has fields (the bound also keeps
+    Java's recursive matcher shallow on a hostile line). Keys are tried envelope first,
+    then by how many events use them (the alternation is the matcher's main cost), and
+    never backtracked into (keys end with a quote, values with a delimiter).
+    """
+    uses = {}
+    for fields in catalog.allowed.values():
+        for f in fields:
+            uses[f] = uses.get(f, 0) + 1
+    order = catalog.envelope + tuple(sorted(uses, key=lambda f: (-uses[f], f)))
+    pairs = []
+    for f in order:
+        r = _value_regex(catalog, f)
+        if r is not None:
+            pairs.append("%s\"%s:%s%s" % (re.escape(f), _WS, _WS, r))
+    pair = '"(?>%s)' % "|".join(pairs)
+    most = len(catalog.envelope) + max(len(a) for a in catalog.allowed.values())
+    return "^%s\\{%s%s(?:%s,%s%s){0,%d}%s\\}%s\\z" % (
+        _WS, _WS, pair, _WS, _WS, pair, most - 1, _WS, _WS)
 
 
 def fast_key_sql(catalog):
-    """SQL: the int key of a parsed line's (version, event) (NULL when unknown)."""
-    codes, names = _event_codes(catalog)
-    # v is checked before it is scaled: Spark's ANSI mode fails the job on an overflow.
-    return "CASE WHEN _t.v BETWEEN 1 AND %d THEN _t.v * 100 + CASE _t.event %s END END" % (
-        max(catalog.versions), " ".join("WHEN %s THEN %d" % (_lit(e), i)
-                                        for i, e in enumerate(names)))
+    """SQL: an int key of a parsed line's (version, event), NULL unless the version knows
+    the event (no arithmetic on v: Spark's ANSI mode would fail the job on an overflow)."""
+    return "CASE _t.v %s END" % " ".join(
+        "WHEN %d THEN CASE _t.event %s END" % (v, " ".join(
+            "WHEN %s THEN %d" % (_lit(e), key) for e, key in _event_keys(catalog, v)))
+        for v in catalog.versions)
+
+
+def _event_keys(catalog, v):
+    return [(e, v * 100 + i) for i, e in enumerate(catalog.events[v])]
 
 
 def fast_check_sql(catalog):
     """Build the SQL predicate that proves a line valid from its one typed parse.
 
     True only for lines the exact rules accept (the converse fails for a few valid lines,
-    e.g. with null-valued keys; they go through the exact classifier). Beyond the rules on
-    the typed values, the line must hold exactly as many top-level keys as the typed parse
-    kept non-null values (json_object_keys only tokenizes; it builds no values): a key the
-    parse dropped (unknown, duplicated, null, nested, or of a wrong type) breaks the count.
-    Its number of '"' must be 2 per key plus 2 per string field: the JSON parser reads a
-    number or boolean into a string field as text, and a quoted "NaN"/"Infinity" into a
-    double (which then fails its range). The first "}" must end the line, as text after
-    the object is ignored by the parser (no valid string value holds a brace).
+    e.g. with null-valued keys or escaped characters; they go through the exact
+    classifier): the raw line matches line_regex (structure, keys, value types and
+    patterns), and on the typed values the event is one of its version, its required fields
+    are there, no field of another event is, and numbers are in range.
 
     Args:
       catalog: schema.Catalog.
     Returns:
-      SQL text over columns `value` (raw line), `_t` (typed struct), `_k` (fast_key_sql)
-      and `_nk` (number of top-level keys).
+      SQL text over columns `value` (raw line), `_t` (typed struct) and `_k` (fast_key_sql).
     """
-    codes, _ = _event_codes(catalog)
+    keys = {(v, e): k for v in catalog.versions for e, k in _event_keys(catalog, v)}
 
     def key_set(table, f):
-        return sorted(codes[ve] for ve in codes if f in table[ve])
+        return ", ".join(str(keys[ve]) for ve in sorted(keys) if f in table[ve])
 
-    conds = ["_k IS NOT NULL", "_k IN (%s)" % ", ".join(str(x) for x in sorted(codes.values()))]
-    present, strings = [], []
+    conds = ["_k IS NOT NULL", "value RLIKE %s" % _lit(line_regex(catalog))]
     for f in catalog.field_order:
-        spec = catalog.fields[f]
         t = "_t.%s" % _q(f)
-        checks = []
-        for kind, arg in catalog.field_checks(f):
-            if kind == "enum":
-                checks.append(_in(t, arg))
-            elif kind == "pattern":
-                checks.append("%s RLIKE %s" % (t, _lit(_java_regex(arg))))
-            else:
-                lo, hi = arg
-                checks.extend(x for x in (None if lo is None else "%s >= %r" % (t, lo),
-                                          None if hi is None else "%s <= %r" % (t, hi)) if x)
-        ok = " AND ".join(checks) or "true"
+        ok = " AND ".join(
+            x for kind, arg in catalog.field_checks(f) if kind == "range"
+            for x in (None if arg[0] is None else "%s >= %r" % (t, arg[0]),
+                      None if arg[1] is None else "%s <= %r" % (t, arg[1])) if x) or "true"
         if f in catalog.envelope:
             conds.append("%s IS NOT NULL AND %s" % (t, ok))
-        else:
-            req = key_set(catalog.required, f)
-            absent = ("NOT _k IN (%s)" % ", ".join(map(str, req))) if req else "true"
-            conds.append("CASE WHEN %s IS NULL THEN %s ELSE _k IN (%s) AND %s END"
-                         % (t, absent, ", ".join(map(str, key_set(catalog.allowed, f))), ok))
-        present.append("CASE WHEN %s IS NULL THEN 0 ELSE 1 END" % t)
-        if spec["type"] == "string":
-            strings.append("CASE WHEN %s IS NULL THEN 0 ELSE 1 END" % t)
-    # v and event are present when _k is known; event is a string.
-    n = "(2 + %s)" % " + ".join(present)
-    conds.append("_nk = %s" % n)
-    conds.append("octet_length(value) - octet_length(replace(value, '\"', '')) = "
-                 "2 * %s + 2 * (1 + %s)" % (n, " + ".join(strings)))
-    conds.append("value RLIKE %s" % _lit("^[^}]*\\}\\s*$"))   # one "}", at the end
+            continue
+        req = key_set(catalog.required, f)
+        conds.append("CASE WHEN %s IS NULL THEN %s ELSE _k IN (%s) AND %s END" % (
+            t, "NOT _k IN (%s)" % req if req else "true", key_set(catalog.allowed, f), ok))
     return "(" + ") AND (".join(conds) + ")"
 
 
@@ -256,15 +308,15 @@ def classify(df, catalog):
     value = F.col("value")
     m = F.from_json(value, T.MapType(T.StringType(), T.StringType()), JSON_OPTIONS)
     t = F.from_json(value, S.spark_struct(catalog), JSON_OPTIONS)
-    df = df.select("value", "source_file", value.rlike("^\\s*$").alias("blank"),
+    df = df.select("value", "source_file", value.rlike(BLANK).alias("blank"),
                    m.alias("_m"), t.alias("_t"))
     df = df.withColumn("_k", F.concat_ws(":", F.col("_t.v").cast("string"), F.col("_t.event")))
-    pre, first, every = validation_sql(catalog)
+    pre, every = validation_sql(catalog)
     df = df.selectExpr("*", "%s AS _pre" % pre)
-    df = df.selectExpr("*", "%s AS _reason" % first)
+    df = df.selectExpr("*", "%s AS _reasons" % every)
     cols = ["_t.%s AS %s" % (_q(c), _q(c)) for c in catalog.columns]
-    return df.selectExpr("value", "source_file", "blank", "_reason",
-                         "%s AS _reasons" % every, *cols)
+    return df.selectExpr("value", "source_file", "blank", "get(_reasons, 0) AS _reason",
+                         "_reasons", *cols)
 
 
 def read_batch(spark, input_dir):
@@ -325,23 +377,19 @@ def stage_rows(lines, catalog):
       lines: DataFrame(value, source_file).
       catalog: schema.Catalog.
     Returns:
-      (df, metrics, cols): df has value, source_file, _t (typed struct), _blank, _ok;
-      metrics are the Observation columns (lines, blank, fast); cols the SQL select of a
-      staged row: catalog.columns, source_file and date, where a line not proven valid
-      has date and node NULL and the raw line in `id`.
+      (df, cols): df has value, source_file, _t (typed struct) and _ok (proven valid);
+      cols is the SQL select of a staged row: catalog.columns, source_file and date, where
+      a line not proven valid (blank lines too) has date and node NULL and the raw line in
+      `id`.
     """
     from pyspark.sql import functions as F
 
     t = F.from_json(F.col("value"), S.spark_struct(catalog), JSON_OPTIONS).alias("_t")
-    df = lines.select("value", "source_file", t)
-    # _k and _nk in a projection of their own: each is read by many checks, and Spark
-    # keeps a non-trivial expression used more than once in its own projection.
-    df = df.selectExpr("*", "%s AS _k" % fast_key_sql(catalog),
-                       "size(json_object_keys(value)) AS _nk")
-    df = df.selectExpr("value", "source_file", "_t", "value RLIKE '^\\\\s*$' AS _blank",
+    # _k in a projection of its own: many checks read it, and Spark evaluates a
+    # non-trivial expression used more than once in its own projection anyway.
+    df = lines.select("value", "source_file", t).selectExpr("*", "%s AS _k" % fast_key_sql(catalog))
+    df = df.selectExpr("value", "source_file", "_t",
                        "coalesce(%s, false) AS _ok" % fast_check_sql(catalog))
-    metrics = [F.count(F.lit(1)).alias("lines"), F.count_if(F.col("_blank")).alias("blank"),
-               F.count_if(F.col("_ok")).alias("fast")]
     # A line to check again keeps its raw text in `id` and goes to the partition
     # date=NULL/node=NULL (a valid line has both); its other columns are never read.
     cols = []
@@ -353,9 +401,21 @@ def stage_rows(lines, catalog):
         else:
             cols.append("_t.%s AS %s" % (_q(c), _q(c)))
     cols.append("source_file")
-    cols.append("CASE WHEN _ok THEN date_format(timestamp_millis(_t.ts), 'yyyy-MM-dd') END "
-                "AS date")
-    return df, metrics, cols
+    cols.append("CASE WHEN _ok THEN %s END AS date" % date_sql("_t.ts"))
+    return df, cols
+
+
+def date_sql(ts):
+    """SQL: the UTC date of epoch milliseconds `ts` (integer arithmetic, no formatter)."""
+    return "date_from_unix_date(CAST(%s DIV %d AS INT))" % (ts, MS_PER_DAY)
+
+
+def _write(df, path):
+    """Append df to a lake-shaped table (partitioned by date and node)."""
+    w = df.write.mode("append").partitionBy("date", "node")
+    for k, v in PARQUET_OPTIONS.items():
+        w = w.option(k, v)
+    w.parquet(path)
 
 
 def _fs(spark, path):
@@ -382,17 +442,30 @@ def _partitions(spark, staging):
 
 
 def _move_files(spark, parts, events_dir):
-    """Rename the staged Parquet files into the lake's partition directories."""
+    """Rename the staged partitions into the lake: a whole directory where the lake has
+    none of that name yet (one rename per new date or node), else file by file."""
     fs, root = _fs(spark, events_dir)
-    jvm = spark._jvm
-    for date, node, src in parts:
-        dst = jvm.org.apache.hadoop.fs.Path(root, "date=%s/node=%s" % (date, node))
-        fs.mkdirs(dst)
-        for f in fs.listStatus(src):
-            name = f.getPath().getName()
-            if name.endswith(".parquet"):
-                if not fs.rename(f.getPath(), jvm.org.apache.hadoop.fs.Path(dst, name)):
-                    raise IOError("could not move %s into %s" % (f.getPath(), dst))
+    Path = spark._jvm.org.apache.hadoop.fs.Path
+
+    def move(src, dst):
+        if not fs.rename(src, dst):
+            raise IOError("could not move %s to %s" % (src, dst))
+
+    fs.mkdirs(root)
+    for date in sorted({d for d, _, _ in parts}):
+        here = [(n, src) for d, n, src in parts if d == date]
+        day = Path(root, "date=" + date)
+        if not fs.exists(day):
+            move(here[0][1].getParent(), day)
+            continue
+        for node, src in here:
+            dst = Path(day, "node=" + node)
+            if not fs.exists(dst):
+                move(src, dst)
+                continue
+            for f in fs.listStatus(src):
+                if f.getPath().getName().endswith(".parquet"):
+                    move(f.getPath(), Path(dst, f.getPath().getName()))
 
 
 def _ids(spark, path):
@@ -406,11 +479,10 @@ def _append_events(spark, rows, events_dir, dates, catalog):
     from pyspark.sql import functions as F
     good = rows.select(*catalog.columns, "source_file", "date").dropDuplicates(["id"])
     if _exists(spark, events_dir):
-        old = _ids(spark, events_dir).where(F.col("date").isin(sorted(dates))).select("id")
+        old = _ids(spark, events_dir).where(F.col("date").isin(dates)).select("id")
         good = good.join(old, "id", "left_anti")
     obs = Observation("accepted")
-    good = good.observe(obs, F.count(F.lit(1)).alias("rows"))
-    good.write.mode("append").partitionBy("date", "node").parquet(events_dir)
+    _write(good.observe(obs, F.count(F.lit(1)).alias("rows")), events_dir)
     return obs.get["rows"]
 
 
@@ -424,53 +496,74 @@ def process(spark, lines, lake, catalog, stats):
       catalog: schema.Catalog.
       stats: counts dict (new_stats()), updated in place.
     """
-    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     events_dir = os.path.join(lake, "events")
     staging = os.path.join(lake, STAGING, uuid.uuid4().hex)
-    df, metrics, cols = stage_rows(lines, catalog)
-    obs = Observation("staged")
-    (df.observe(obs, *metrics).where(~F.col("_blank")).selectExpr(*cols)
-     .write.partitionBy("date", "node").parquet(staging))
-    m = obs.get
+    df, cols = stage_rows(lines, catalog)
+    tasks = TASKS_PER_CORE * spark.sparkContext.defaultParallelism
+    with _session_conf(spark, {"spark.sql.files.minPartitionNum": str(tasks)}):
+        _write(df.selectExpr(*cols), staging)
     stats["batches"] += 1
-    stats["lines"] += m["lines"]
-    stats["blank"] += m["blank"]
-    fast = m["fast"]
-    suspect = m["lines"] - m["blank"] - fast
     try:
         parts = _partitions(spark, staging)
-        dates = {d for d, _, _ in parts}
-        added = 0
-        if fast:
-            # 64-bit hashes of the ids, not the ids, cross the shuffle; a collision only
-            # sends the batch down the exact dedupe below.
-            ids = _ids(spark, staging).where(F.col("date").isNotNull()).select("id")
-            if _exists(spark, events_dir):
-                ids = ids.unionAll(_ids(spark, events_dir)
-                                   .where(F.col("date").isin(sorted(dates))).select("id"))
-            dup = (ids.select(F.xxhash64("id").alias("h")).groupBy("h").count()
-                   .where(F.col("count") > 1).limit(1).count())
-            if dup:
-                rows = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
-                        .where(F.col("date").isNotNull()))
-                added = _append_events(spark, rows, events_dir, dates, catalog)
-            else:
-                _move_files(spark, parts, events_dir)
-                added = fast
-        valid = fast
-        if suspect:
-            v, a = _exact(spark, staging, lake, catalog, stats, suspect)
-            valid += v
-            added += a
-        stats["valid"] += valid
-        stats["accepted"] += added
-        stats["duplicates"] += valid - added
+        dates = sorted({d for d, _, _ in parts})
+        fast, repeated = _count_ids(spark, staging, events_dir, dates) if parts else (0, False)
+        if repeated:
+            rows = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
+                    .where(F.col("date").isNotNull()))
+            added = _append_events(spark, rows, events_dir, dates, catalog)
+        elif parts:
+            _move_files(spark, parts, events_dir)
+            added = fast
+        else:
+            added = 0
+        lines_, blank, valid, accepted = _exact(spark, staging, lake, catalog, stats)
+        stats["lines"] += fast + lines_
+        stats["blank"] += blank
+        stats["valid"] += fast + valid
+        stats["accepted"] += added + accepted
+        stats["duplicates"] += fast + valid - added - accepted
     finally:
         fs, root = _fs(spark, staging)
         fs.delete(root, True)
+
+
+@contextlib.contextmanager
+def _session_conf(spark, conf):
+    """Set SQL settings for one job and restore the session's own afterwards (the caller's
+    session is not ours to change)."""
+    old = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def _count_ids(spark, staging, events_dir, dates):
+    """One job over the ids: the staged valid rows, and whether an id repeats among them
+    or is already in the lake for the same dates.
+
+    Returns:
+      (rows, repeated). 64-bit hashes of the ids, not the ids, cross the shuffle; a
+      collision only sends the batch down the exact dedupe.
+    """
+    from pyspark.sql import functions as F
+    ids = (_ids(spark, staging).where(F.col("date").isNotNull())
+           .select(F.xxhash64("id").alias("h"), F.lit(1).alias("new")))
+    if _exists(spark, events_dir):
+        ids = ids.unionAll(_ids(spark, events_dir).where(F.col("date").isin(dates))
+                           .select(F.xxhash64("id").alias("h"), F.lit(0).alias("new")))
+    r = (ids.groupBy("h").agg(F.count(F.lit(1)).alias("n"), F.sum("new").alias("new"))
+         .agg(F.sum("new").alias("rows"), F.max("n").alias("most")).first())
+    return r["rows"] or 0, (r["most"] or 0) > 1
 
 
 def _staging_schema(catalog):
@@ -480,57 +573,66 @@ def _staging_schema(catalog):
                                            T.StructField("date", T.StringType())])
 
 
-def _exact(spark, staging, lake, catalog, stats, suspect):
+def _exact(spark, staging, lake, catalog, stats):
     """Run the exact classifier on the staged lines the fast check did not prove valid:
-    the valid ones join the events, the rest go to the quarantine.
+    blank lines are counted, valid ones join the events, the rest go to the quarantine.
 
     Returns:
-      (valid, accepted): lines found valid, and how many of them were new to the lake.
+      (lines, blank, valid, accepted): the lines looked at, how many were blank and valid,
+      and how many of the valid ones were new to the lake.
     """
-    from pyspark import StorageLevel
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
+    fs, root = _fs(spark, staging)
+    if not fs.exists(spark._jvm.org.apache.hadoop.fs.Path(root, "date=" + NULL_PARTITION)):
+        return 0, 0, 0, 0
     events_dir = os.path.join(lake, "events")
     quarantine_dir = os.path.join(lake, "quarantine")
+    classified = os.path.join(staging, CLASSIFIED)
     raw = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
            .where(F.col("date").isNull()).select(F.col("id").alias("value"), "source_file"))
-    # These are the few lines that failed the fast check: cached, read four times below.
-    c = classify(raw, catalog).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        date = F.date_format(F.timestamp_millis("ts"), "yyyy-MM-dd")
-        summary = (c.groupBy(F.col("_reason").alias("reason"),
-                             F.when(F.col("_reason").isNull(), date).alias("date"))
-                   .count().collect())
-        valid, dates = 0, set()
-        for r in summary:
-            if r["reason"] is None:
-                valid += r["count"]
-                dates.add(r["date"])
-            else:
-                stats["quarantined"] += r["count"]
-                stats["reasons"][r["reason"]] = stats["reasons"].get(r["reason"], 0) + r["count"]
-        added = 0
-        if valid:
-            good = c.where(F.col("_reason").isNull()).withColumn("date", date)
-            added = _append_events(spark, good, events_dir, dates, catalog)
-        if valid < suspect:
-            bad = (c.where(F.col("_reason").isNotNull())
-                   .select(F.col("value").alias("raw"), "source_file",
-                           F.col("_reason").alias("reason"),
-                           F.col("_reasons").alias("reasons"),
-                           F.sha2(F.concat_ws("\n", "source_file", "value"), 256).alias("key"),
-                           F.current_timestamp().alias("ingested_at"))
-                   .dropDuplicates(["key"]))
-            if _exists(spark, quarantine_dir):
-                old = spark.read.parquet(quarantine_dir).select("key")
-                bad = bad.join(old, "key", "left_anti")
-            obs = Observation("quarantined")
-            bad = bad.observe(obs, F.count(F.lit(1)).alias("rows"))
-            bad.write.mode("append").parquet(quarantine_dir)
-            stats["quarantined_new"] += obs.get["rows"]
-        return valid, added
-    finally:
-        c.unpersist()
+    # The classifier's expressions are large and planning them costs more than running
+    # them on a few lines: one job classifies and writes the result, the queries below
+    # read that small table.
+    (classify(raw, catalog)
+     .withColumn("date", F.when(F.col("_reason").isNull() & ~F.col("blank"),
+                                F.expr(date_sql("ts"))))
+     .write.parquet(classified))
+    c = spark.read.parquet(classified)
+    summary = c.groupBy("blank", F.col("_reason").alias("reason"), "date").count().collect()
+    lines = blank = valid = bad = 0
+    dates = set()
+    for r in summary:
+        lines += r["count"]
+        if r["blank"]:
+            blank += r["count"]
+        elif r["reason"] is None:
+            valid += r["count"]
+            dates.add(str(r["date"]))
+        else:
+            bad += r["count"]
+            stats["reasons"][r["reason"]] = stats["reasons"].get(r["reason"], 0) + r["count"]
+    stats["quarantined"] += bad
+    added = 0
+    if valid:
+        good = c.where(F.col("date").isNotNull())
+        added = _append_events(spark, good, events_dir, sorted(dates), catalog)
+    if bad:
+        rows = (c.where(F.col("_reason").isNotNull())
+                .select(F.col("value").alias("raw"), "source_file",
+                        F.col("_reason").alias("reason"),
+                        F.col("_reasons").alias("reasons"),
+                        F.sha2(F.concat_ws("\n", "source_file", "value"), 256).alias("key"),
+                        F.current_timestamp().alias("ingested_at"))
+                .dropDuplicates(["key"]))
+        if _exists(spark, quarantine_dir):
+            old = spark.read.parquet(quarantine_dir).select("key")
+            rows = rows.join(old, "key", "left_anti")
+        obs = Observation("quarantined")
+        rows = rows.observe(obs, F.count(F.lit(1)).alias("rows"))
+        rows.write.mode("append").parquet(quarantine_dir)
+        stats["quarantined_new"] += obs.get["rows"]
+    return lines, blank, valid, added
 
 
 def checkpoint_dir(lake, input_dir):

@@ -29,6 +29,9 @@ INT64 = (-2 ** 63, 2 ** 63 - 1)
 # Two objects on one line: "}" then optional spaces then "{". No string field may contain
 # a brace (every string field has a pattern), so in a valid line this never matches.
 GLUED = re.compile(r"\}\s*\{")
+# JSON's whitespace (RFC 8259): what may surround the object. str.strip() would also take
+# form feeds and other Unicode spaces, which no JSON parser (nor Spark's) accepts.
+JSON_WS = " \t\r\n"
 
 
 class SchemaError(Exception):
@@ -202,7 +205,7 @@ def parse_line(line):
     Returns:
       None for a blank line, else (dict or None): None when the line is unparsable.
     """
-    text = line.strip()
+    text = line.strip(JSON_WS)
     if not text:
         return None
     if not text.endswith("}") or GLUED.search(text):
