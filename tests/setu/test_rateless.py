@@ -539,6 +539,54 @@ def test_tssb_sync_rateless_end_to_end(tmp_path, capsys):
     assert cb.store.front(ca.identity.public)[0] == 3
 
 
+def test_tssb_sync_answers_symbols_that_never_decode_with_tssb2(tmp_path, capsys, monkeypatch):
+    # Symbols that never decode repeat for the same two sets (e.g. a false purity):
+    # `tssb sync` says so in one line and reconciles with the estimator and IBFs instead.
+    from tssb import cli
+    from tssb.context import Context
+    from tssb.session import PeerPolicy, start_server
+    from tssb.setu.errors import SetuError
+
+    def never(self, flags, secs):
+        raise SetuError(RL.NEVER_DECODES, "forced by the test")
+    monkeypatch.setattr(RL.RatelessMachine, "_i_on_f2", never)
+
+    def tssb(*argv):
+        with pytest.raises(SystemExit) as e:
+            cli.main(list(argv))
+        out = capsys.readouterr()
+        return e.value.code, out.out, out.err
+
+    ha, hb = str(tmp_path / "a"), str(tmp_path / "b")
+    for h in (ha, hb):
+        assert tssb("id", "--home", h)[0] == 0
+    assert tssb("post", "--home", ha, "from a")[0] == 0
+    assert tssb("post", "--home", hb, "from b")[0] == 0
+    ca, cb = Context.open(ha), Context.open(hb)
+    cb.set_network_key(ca.network_key)
+    loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    try:
+        server = asyncio.run_coroutine_threadsafe(start_server(
+            cb, "127.0.0.1", 0, policy=PeerPolicy(cb.network_key, open_mode=True)), loop).result(10)
+        peer = "127.0.0.1:%d" % server.port
+        ca.store.add_peer(cb.identity.public, addr=peer)
+        code, out, err = tssb("sync", "--home", ha, "--peer", peer)
+        assert code == 0, err
+        assert "rateless sync did not decode" in err and "trying again with profile tssb2" in err
+        assert "profile tssb2, after rateless did not decode" in out
+        code, out, err = tssb("sync", "--home", ha, "--peer", peer, "--profile", "gnunet")
+        assert code == 0, err         # other profiles never fall back
+        assert "did not decode" not in err
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(10)
+    assert ca.store.front(cb.identity.public)[0] == 1
+    assert cb.store.front(ca.identity.public)[0] == 1
+
+
 def test_a_peer_claiming_a_common_key_as_found_is_cut_off():
     # R's second flight wants a key both sides hold, as if its decode had found it: the
     # initiator peels a key that is not in the difference, and the operation ends with a

@@ -17,7 +17,7 @@ def register(subparsers):
     p.add_argument("--peer", required=True, metavar="HOST:PORT", help="the peer's `tssb serve` address")
     p.add_argument("--profile", choices=("rateless", "tssb2", "gnunet"), default="rateless",
                    help="rateless (default: coded symbols, 1-2 round trips, state kept in the "
-                        "store), tssb2 (estimator + IBFs, GNUnet's flaws fixed) or gnunet "
+                        "store; tries tssb2 once if its symbols never decode), tssb2 (estimator + IBFs, GNUnet's flaws fixed) or gnunet "
                         "(GNUnet-identical IBFs)")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for any one message (default 60)")
@@ -42,32 +42,33 @@ def run(args):
     from tssb.setu.service import summary_fields
     from tssb.setu.rateless_store import RatelessStoreSet
     from tssb.setu.tinyssb_elements import StoreSource
+    from tssb.setu.rateless import NEVER_DECODES
 
     if args.max_unverified < 1:
         raise CliError("--max-unverified must be at least 1")
-    budget = Pool(Limits(unverified=args.max_unverified)).budget()
     ctx = open_home(args)
     try:
         pid = {"gnunet": C.PROFILE_GNUNET, "tssb2": C.PROFILE_TSSB2,
                "rateless": C.PROFILE_RATELESS}[args.profile]
-        if pid == C.PROFILE_RATELESS:   # persistent state: only what was appended is hashed
-            eset = RatelessStoreSet(ctx.store, budget)
-            new = eset.refresh()
-            print("local set: %d elements (%d new since the kept state); connecting to %s:%d"
-                  % (len(eset), new, host, port), file=sys.stderr)
-        else:
+
+        def local_set(pid, budget):
+            if pid == C.PROFILE_RATELESS:   # persistent state: only what was appended is hashed
+                eset = RatelessStoreSet(ctx.store, budget)
+                new = eset.refresh()
+                print("local set: %d elements (%d new since the kept state); connecting to %s:%d"
+                      % (len(eset), new, host, port), file=sys.stderr)
+                return eset
             src = StoreSource(ctx.store, budget)
             n = src.refresh()
-            eset = src.eset
             print("local set: %d elements (entries and chunks); connecting to %s:%d"
                   % (n, host, port), file=sys.stderr)
-        cfg = Config(profile_id=pid)
+            return src.eset
 
         def progress(st):
             print("  %s: sent %d, received %d elements" % (
                 st["state"], st["elements_sent"], st["elements_recv"]), file=sys.stderr)
 
-        async def go():
+        async def go(eset, cfg, budget):
             sess = await session.connect(host, port, ctx, budget=budget)
             try:
                 ch = await sess.open_stream("setu")
@@ -79,8 +80,26 @@ def run(args):
         def failed(reason):
             ctx.events.emit("sync_done", **summary_fields(args.peer, dict(ok=False, reason=reason)))
 
+        def attempt(pid):   # a session's budget ends with it: each attempt has its own
+            budget = Pool(Limits(unverified=args.max_unverified)).budget()
+            eset = local_set(pid, budget)
+            return eset, run_async(go(eset, Config(profile_id=pid), budget))
+
         try:
-            res = run_async(go())
+            try:
+                eset, res = attempt(pid)
+            except SetuError as e:
+                # Coded symbols that never decode are rare (a stream far below the
+                # difference, or a false purity: 2^-24 per checksum test) and repeat for
+                # the same two sets: one try with the estimator and IBFs, which do not.
+                if pid != C.PROFILE_RATELESS or e.reason != NEVER_DECODES:
+                    raise
+                failed(e.reason)
+                print("rateless sync did not decode (%s); trying again with profile tssb2"
+                      % e, file=sys.stderr)
+                pid = C.PROFILE_TSSB2
+                eset, res = attempt(pid)
+                res["fallback_from"] = "rateless"
         except SetuError as e:
             failed(e.reason)
             raise CliError("sync with %s failed: %s" % (args.peer, e), EXIT_FAILURE)
@@ -110,8 +129,10 @@ def run(args):
                  ", prefix extended to %d" % res["prefix"] if res["prefix_extended"] else "",
                  ", fell back to a full key exchange" if res["fallback"] else ""))
     else:
-        print("mode %s (profile %s), %d IBF round(s), %d decode failure(s)"
-              % (res["mode"], res["profile"], res["rounds"], res["decode_failures"]))
+        print("mode %s (profile %s%s), %d IBF round(s), %d decode failure(s)"
+              % (res["mode"], res["profile"],
+                 ", after rateless did not decode" if res.get("fallback_from") else "",
+                 res["rounds"], res["decode_failures"]))
     print("bytes: %d sent, %d received; elements: %d sent, %d received"
           % (res["bytes_sent"], res["bytes_recv"], res["elements_sent"], res["elements_recv"]))
     return 0

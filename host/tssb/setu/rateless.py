@@ -75,7 +75,8 @@ STREAM_EXTRA = 8
 DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 2000); extended on demand
 PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
 MAX_RL_SYMBOLS = 1 << 20  # most symbols one operation streams or accepts
-MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up ("symbols never decode")
+MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up (NEVER_DECODES)
+NEVER_DECODES = "symbols never decode"   # the reason `tssb sync` answers with tssb2
 SEARCH_MAX_TESTS = 1 << 22    # checksum tests per operation's own-key searches (~0.6 us each
                               # in CPython; at n = 10^6 a search near its limit, ~0.93
                               # symbols per difference, needed up to 2.9 x 10^6)
@@ -427,7 +428,7 @@ class RatelessMachine:
             return fn(*args)
         except codedsym.CodedSymbolError as e:
             if e.reason in ("too many symbols", "too many keys"):
-                raise SetuError("symbols never decode", str(e))
+                raise SetuError(NEVER_DECODES, str(e))
             raise SetuError("bad symbols", str(e))
 
     def _search(self, d_est):
@@ -612,10 +613,10 @@ class RatelessMachine:
             self._more_rounds += 1
             self.stats["more_rounds"] = self._more_rounds
             if self._more_rounds > self.cfg.rl_max_more:
-                raise SetuError("symbols never decode", "after %d symbols" % dec.received)
+                raise SetuError(NEVER_DECODES, "after %d symbols" % dec.received)
             m2 = min(2 * dec.received, self._limits()[0])
             if m2 <= dec.received:
-                raise SetuError("symbols never decode", "after %d symbols" % dec.received)
+                raise SetuError(NEVER_DECODES, "after %d symbols" % dec.received)
             f = Flight()
             f.add(SEC_MORE, _varint(m2))
             self._stream_end = m2
