@@ -140,17 +140,19 @@ def test_run_async_stops_work_that_swallows_a_cancellation():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def _py4j_after_ctrl_c(*args):
+    """A Spark step as py4j fails once the JVM got the same SIGINT."""
+    try:
+        signal.raise_signal(signal.SIGINT)
+    except KeyboardInterrupt:
+        pass
+    raise RuntimeError("py4j.protocol.Py4JNetworkError: Answer from Java side is empty")
+
+
 def test_ctrl_c_in_a_spark_step_of_tssb_is_one_line(home, monkeypatch):
     """`tssb demo` runs Spark in-process: after Ctrl-C py4j fails with its own errors."""
     from tssb.cli import feeds
-
-    def job(*a):
-        try:
-            signal.raise_signal(signal.SIGINT)
-        except KeyboardInterrupt:
-            pass
-        raise RuntimeError("py4j.protocol.Py4JNetworkError: Answer from Java side is empty")
-    monkeypatch.setattr(feeds, "feed_rows", job)
+    monkeypatch.setattr(feeds, "feed_rows", _py4j_after_ctrl_c)
     r = tssb("feeds", "--home", home)
     assert r.code == 130 and r.err == "tssb: interrupted\n", r
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -162,15 +164,8 @@ def test_spark_ctrl_c_is_one_line(monkeypatch, capsys):
 
     def fake_parser():
         p = argparse.ArgumentParser()
-        p.set_defaults(func=job)
+        p.set_defaults(func=_py4j_after_ctrl_c)
         return p
-
-    def job(args):          # as py4j fails once the JVM got the same SIGINT
-        try:
-            signal.raise_signal(signal.SIGINT)
-        except KeyboardInterrupt:
-            pass
-        raise RuntimeError("py4j.protocol.Py4JNetworkError: Answer from Java side is empty")
     monkeypatch.setattr(spark_cli, "build_parser", fake_parser)
     old = signal.getsignal(signal.SIGINT)
     try:

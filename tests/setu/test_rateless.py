@@ -1,6 +1,7 @@
 """The rateless SETU profile: union property over sizes and difference shapes, the numpy prefix
 against the shared module, bounds against a malicious peer, persistent state, `tssb sync`."""
 import asyncio
+import contextlib
 import random
 import threading
 
@@ -499,23 +500,25 @@ def test_two_stores_reconcile_with_persistent_state():
 
 # -- the command --------------------------------------------------------------------------
 
-def test_tssb_sync_rateless_end_to_end(tmp_path, capsys):
+def _tssb(capsys, *argv):
     from tssb import cli
+    with pytest.raises(SystemExit) as e:
+        cli.main(list(argv))
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+@contextlib.contextmanager
+def _two_homes(tmp_path, capsys, posts_a, posts_b):
+    """Homes a and b with these posts, b serving on loopback in a thread (a knows it as
+    a peer). Yields (home a, context a, context b, b's address)."""
     from tssb.context import Context
     from tssb.session import PeerPolicy, start_server
-
-    def tssb(*argv):
-        with pytest.raises(SystemExit) as e:
-            cli.main(list(argv))
-        out = capsys.readouterr()
-        return e.value.code, out.out, out.err
-
     ha, hb = str(tmp_path / "a"), str(tmp_path / "b")
-    for h in (ha, hb):
-        assert tssb("id", "--home", h)[0] == 0
-    for i in range(3):
-        assert tssb("post", "--home", ha, "from a %d" % i)[0] == 0
-    assert tssb("post", "--home", hb, "from b")[0] == 0
+    for h, posts in ((ha, posts_a), (hb, posts_b)):
+        assert _tssb(capsys, "id", "--home", h)[0] == 0
+        for text in posts:
+            assert _tssb(capsys, "post", "--home", h, text)[0] == 0
     ca, cb = Context.open(ha), Context.open(hb)
     cb.set_network_key(ca.network_key)
     loop = asyncio.new_event_loop()
@@ -526,15 +529,21 @@ def test_tssb_sync_rateless_end_to_end(tmp_path, capsys):
             cb, "127.0.0.1", 0, policy=PeerPolicy(cb.network_key, open_mode=True)), loop).result(10)
         peer = "127.0.0.1:%d" % server.port
         ca.store.add_peer(cb.identity.public, addr=peer)
-        code, out, err = tssb("sync", "--home", ha, "--peer", peer)
-        assert code == 0, err
-        assert "profile rateless" in out and "symbols sent" in out
-        code, out, err = tssb("sync", "--home", ha, "--peer", peer)   # nothing new: 0 new
-        assert code == 0 and "(0 new since the kept state)" in err
+        yield ha, ca, cb, peer
         asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
     finally:
         loop.call_soon_threadsafe(loop.stop)
         t.join(10)
+
+
+def test_tssb_sync_rateless_end_to_end(tmp_path, capsys):
+    posts_a = ["from a %d" % i for i in range(3)]
+    with _two_homes(tmp_path, capsys, posts_a, ["from b"]) as (ha, ca, cb, peer):
+        code, out, err = _tssb(capsys, "sync", "--home", ha, "--peer", peer)
+        assert code == 0, err
+        assert "profile rateless" in out and "symbols sent" in out
+        code, out, err = _tssb(capsys, "sync", "--home", ha, "--peer", peer)   # nothing new: 0 new
+        assert code == 0 and "(0 new since the kept state)" in err
     assert ca.store.front(cb.identity.public)[0] == 1
     assert cb.store.front(ca.identity.public)[0] == 3
 
@@ -542,47 +551,18 @@ def test_tssb_sync_rateless_end_to_end(tmp_path, capsys):
 def test_tssb_sync_answers_symbols_that_never_decode_with_tssb2(tmp_path, capsys, monkeypatch):
     # Symbols that never decode repeat for the same two sets (e.g. a false purity):
     # `tssb sync` says so in one line and reconciles with the estimator and IBFs instead.
-    from tssb import cli
-    from tssb.context import Context
-    from tssb.session import PeerPolicy, start_server
-    from tssb.setu.errors import SetuError
-
     def never(self, flags, secs):
         raise SetuError(RL.NEVER_DECODES, "forced by the test")
     monkeypatch.setattr(RL.RatelessMachine, "_i_on_f2", never)
 
-    def tssb(*argv):
-        with pytest.raises(SystemExit) as e:
-            cli.main(list(argv))
-        out = capsys.readouterr()
-        return e.value.code, out.out, out.err
-
-    ha, hb = str(tmp_path / "a"), str(tmp_path / "b")
-    for h in (ha, hb):
-        assert tssb("id", "--home", h)[0] == 0
-    assert tssb("post", "--home", ha, "from a")[0] == 0
-    assert tssb("post", "--home", hb, "from b")[0] == 0
-    ca, cb = Context.open(ha), Context.open(hb)
-    cb.set_network_key(ca.network_key)
-    loop = asyncio.new_event_loop()
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    try:
-        server = asyncio.run_coroutine_threadsafe(start_server(
-            cb, "127.0.0.1", 0, policy=PeerPolicy(cb.network_key, open_mode=True)), loop).result(10)
-        peer = "127.0.0.1:%d" % server.port
-        ca.store.add_peer(cb.identity.public, addr=peer)
-        code, out, err = tssb("sync", "--home", ha, "--peer", peer)
+    with _two_homes(tmp_path, capsys, ["from a"], ["from b"]) as (ha, ca, cb, peer):
+        code, out, err = _tssb(capsys, "sync", "--home", ha, "--peer", peer)
         assert code == 0, err
         assert "rateless sync did not decode" in err and "trying again with profile tssb2" in err
         assert "profile tssb2, after rateless did not decode" in out
-        code, out, err = tssb("sync", "--home", ha, "--peer", peer, "--profile", "gnunet")
+        code, out, err = _tssb(capsys, "sync", "--home", ha, "--peer", peer, "--profile", "gnunet")
         assert code == 0, err         # other profiles never fall back
         assert "did not decode" not in err
-        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(10)
     assert ca.store.front(cb.identity.public)[0] == 1
     assert cb.store.front(ca.identity.public)[0] == 1
 

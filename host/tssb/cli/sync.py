@@ -35,35 +35,20 @@ def run(args):
     if not args.timeout > 0:
         raise CliError("--timeout must be positive")
     from tssb import session
+    from tssb.channel import ChannelClosed
     from tssb.setu import constants as C
     from tssb.setu.driver import reconcile
     from tssb.setu.errors import SetuError
     from tssb.setu.machine import Config
-    from tssb.setu.service import summary_fields
-    from tssb.setu.rateless_store import RatelessStoreSet
-    from tssb.setu.tinyssb_elements import StoreSource
     from tssb.setu.rateless import NEVER_DECODES
+    from tssb.setu.rateless_store import StoreSets
+    from tssb.setu.service import summary_fields
 
     if args.max_unverified < 1:
         raise CliError("--max-unverified must be at least 1")
+    pid = {name: p for p, name in C.PROFILE_NAMES.items()}[args.profile]
     ctx = open_home(args)
     try:
-        pid = {"gnunet": C.PROFILE_GNUNET, "tssb2": C.PROFILE_TSSB2,
-               "rateless": C.PROFILE_RATELESS}[args.profile]
-
-        def local_set(pid, budget):
-            if pid == C.PROFILE_RATELESS:   # persistent state: only what was appended is hashed
-                eset = RatelessStoreSet(ctx.store, budget)
-                new = eset.refresh()
-                print("local set: %d elements (%d new since the kept state); connecting to %s:%d"
-                      % (len(eset), new, host, port), file=sys.stderr)
-                return eset
-            src = StoreSource(ctx.store, budget)
-            n = src.refresh()
-            print("local set: %d elements (entries and chunks); connecting to %s:%d"
-                  % (n, host, port), file=sys.stderr)
-            return src.eset
-
         def progress(st):
             print("  %s: sent %d, received %d elements" % (
                 st["state"], st["elements_sent"], st["elements_recv"]), file=sys.stderr)
@@ -82,12 +67,22 @@ def run(args):
 
         def attempt(pid):   # a session's budget ends with it: each attempt has its own
             budget = Pool(Limits(unverified=args.max_unverified)).budget()
-            eset = local_set(pid, budget)
-            return eset, run_async(go(eset, Config(profile_id=pid), budget))
+            sets = StoreSets(ctx.store, budget)
+            try:
+                eset = sets.for_profile(pid)    # rateless: only what was appended is hashed
+                print("local set: %d elements (%s); connecting to %s:%d" % (
+                    len(eset), "%d new since the kept state" % sets.refreshed
+                    if pid == C.PROFILE_RATELESS else "entries and chunks", host, port),
+                    file=sys.stderr)
+                res = run_async(go(eset, Config(profile_id=pid), budget))
+                sets.finish()                   # index what arrived: the next sync starts at once
+                return res
+            finally:
+                sets.release()
 
         try:
             try:
-                eset, res = attempt(pid)
+                res = attempt(pid)
             except SetuError as e:
                 # Coded symbols that never decode are rare (a stream far below the
                 # difference, or a false purity: 2^-24 per checksum test) and repeat for
@@ -98,7 +93,7 @@ def run(args):
                 print("rateless sync did not decode (%s); trying again with profile tssb2"
                       % e, file=sys.stderr)
                 pid = C.PROFILE_TSSB2
-                eset, res = attempt(pid)
+                res = attempt(pid)
                 res["fallback_from"] = "rateless"
         except SetuError as e:
             failed(e.reason)
@@ -106,18 +101,11 @@ def run(args):
         except KeyboardInterrupt:
             failed("interrupted")
             raise
-        except (OSError, ValueError, session.ProtocolError, session.StreamRefused) as e:
-            failed(str(e))
-            raise session_failure(e, args.peer)
-        except Exception as e:
-            from tssb.channel import ChannelClosed
-            if not isinstance(e, ChannelClosed):
-                raise
+        except (OSError, ValueError, ChannelClosed, session.ProtocolError,
+                session.StreamRefused) as e:
             failed(str(e))
             raise session_failure(e, args.peer)
         ctx.events.emit("sync_done", **summary_fields(args.peer, res))
-        if pid == C.PROFILE_RATELESS:
-            eset.refresh()              # index what arrived, so the next sync starts at once
     finally:
         ctx.close()
     if args.json:

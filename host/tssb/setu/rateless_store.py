@@ -184,14 +184,16 @@ class StoreSets:
     """The set a SETU operation needs, built only for the profile in use.
 
     `for_profile(pid)` returns a RatelessStoreSet (refreshed) for the rateless profile and the
-    ElementSet of a refreshed StoreSource otherwise; `finish()` indexes what a rateless sync
-    received; `release()` returns the budget charge of what never reached the store.
+    ElementSet of a refreshed StoreSource otherwise (`refreshed`: how many elements that
+    refresh indexed); `finish()` indexes what a rateless sync received; `release()` returns
+    the budget charge of what never reached the store.
     """
 
     def __init__(self, store, budget=None):
         self.store = store
         self.budget = budget
         self.used = None
+        self.refreshed = 0
         self._source = None       # the StoreSource writing what this operation receives
 
     def __len__(self):
@@ -201,10 +203,10 @@ class StoreSets:
         if pid == C.PROFILE_RATELESS:
             self.used = RatelessStoreSet(self.store, self.budget)
             self._source = self.used._writer
-            self.used.refresh()
+            self.refreshed = self.used.refresh()
             return self.used
         self._source = StoreSource(self.store, self.budget)
-        self._source.refresh()
+        self.refreshed = self._source.refresh()
         return self._source.eset
 
     def finish(self):
