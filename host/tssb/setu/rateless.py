@@ -467,25 +467,27 @@ class RatelessMachine:
                 raise SetuError("too many wants")
 
     def _take_elements(self, elements, allowed):
-        """Check and add received elements; `allowed` (set of keys) or None for "any new"."""
+        """Check and add received elements; `allowed` (set of keys) or None for "any new".
+        Returns the elements' keys, in order."""
+        keys = []
         for data in elements:
             if self.eset.check is not None and not self.eset.check(data):
                 raise SetuError("element rejected by application check")
             h = element_hash(self.eset.etype, data)
             k = element_key(h)
-            if allowed is not None:
-                if k not in allowed:
-                    raise SetuError("unrequested element")
-            elif self.eset.has(h):
-                raise SetuError("unrequested element", "already held")
+            keys.append(k)
+            if allowed is not None and k not in allowed:
+                raise SetuError("unrequested element")
             if self.eset.has(h):
+                if allowed is None:
+                    raise SetuError("unrequested element", "already held")
                 continue        # a 5-byte key shared with an element we hold: harmless
             self._recv_keys.add(k)
             self.eset.add(data, h)
             self.stats["elements_recv"] += 1
         if allowed is not None:
-            for data in elements:
-                allowed.discard(element_key(element_hash(self.eset.etype, data)))
+            allowed.difference_update(keys)
+        return keys
 
     def _send_elements(self, flight, keys):
         els = self._elements_for(keys)
@@ -568,7 +570,7 @@ class RatelessMachine:
         self._check_wants(wants)
         self._early_wants = wants
         self._bound_unsolicited(elements)
-        self._take_elements(elements, None)
+        got = self._take_elements(elements, None)
         dec = self.dec = self._decoder()
         if residual is None:
             raise SetuError("missing section", "residual")
@@ -578,8 +580,8 @@ class RatelessMachine:
         self._feed(dec.add_diff, 0, data)
         for k in wants:
             self._feed(dec.known, k, -1)
-        for data in elements:
-            self._feed(dec.known, element_key(element_hash(self.eset.etype, data)), 1)
+        for k in got:
+            self._feed(dec.known, k, 1)
         self._add_symbols(symbols)
         return self._i_after_decode()
 
@@ -695,7 +697,8 @@ class RatelessMachine:
         if k1 > self.cfg.rl_first_symbols_max:
             raise SetuError("too many symbols", "first flight of %d" % k1)
         nprobe, q = _read_varint(probes[0], 0) if probes else (0, 0)
-        if nprobe > len(probe_indices(k1, self.cfg.rl_max_symbols)):
+        idx = probe_indices(k1, self.cfg.rl_max_symbols)
+        if nprobe > len(idx):
             raise SetuError("too many probes")
         if probes and len(probes[0]) - q != (nprobe * PROBE_BITS + 7) // 8:
             raise SetuError("bad message", "probe section length")
@@ -703,10 +706,8 @@ class RatelessMachine:
         dec = self.dec = self._decoder()
         self._add_symbols(symbols)
         # which of the first symbols differed before peeling (exact comparisons)
-        first = b"".join(d for _, d in symbols)
-        mine = self.prefix.encode(0, k1)
-        exact = [(i, first[i * 8:i * 8 + 8] == mine[i * 8:i * 8 + 8], 0.0) for i in range(k1)]
-        idx = probe_indices(k1, self.cfg.rl_max_symbols)[:nprobe]
+        exact = [(i, bool(e), 0.0) for a, v in self._raw for i, e in enumerate(v, a)]
+        idx = idx[:nprobe]
         obs = exact + [(g, pvals[j] == probe_value(self.prefix.symbol_int(g)), PROBE_FALSE_EQUAL)
                        for j, g in enumerate(idx) if g < self.prefix.m]
         rs = min(self.remote_size, self.cfg.upper_bound)
@@ -779,8 +780,7 @@ class RatelessMachine:
         self._check_wants(wants)
         # I's elements: those we wanted in F2 plus the ones only I could find
         self._bound_unsolicited(elements)
-        self._take_elements(elements, None)
-        got = {element_key(element_hash(self.eset.etype, d)) for d in elements}
+        got = set(self._take_elements(elements, None))
         if self._wanted_by_me - got:
             raise SetuError("wanted elements missing", "%d keys" % len(self._wanted_by_me - got))
         f = Flight()

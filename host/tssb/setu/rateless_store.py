@@ -51,7 +51,6 @@ class RatelessStoreSet:
             except ValueError as e:   # a damaged blob: rebuild from the store, losing nothing
                 log.warning("rateless state unreadable (%s); rebuilding", e)
                 self._reset()
-        self.n = len(self.prefix) if self.prefix is not None else 0
 
     def _reset(self):
         with self.store.transaction():
@@ -101,14 +100,13 @@ class RatelessStoreSet:
                     self.db.execute("UPDATE setu_rl_chains SET have=? WHERE fid=? AND seq=?",
                                     (count, fid, seq))
             self.db.executemany("INSERT INTO setu_rl_keys VALUES (?, ?, ?, ?)", rows)
-            self.n += len(keys)
             if self.prefix is None:
-                self.prefix = RatelessPrefix(prefix_length(self.n))
+                self.prefix = RatelessPrefix(prefix_length(len(keys)))
             for k in keys:
                 self.prefix.add_key(k)
             self.prefix.flush()
-            if self.prefix.m < prefix_length(self.n):
-                self.prefix.extend(prefix_length(self.n))
+            if self.prefix.m < prefix_length(len(self.prefix)):
+                self.prefix.extend(prefix_length(len(self.prefix)))
             if keys or not self.loaded:
                 self.db.execute("INSERT OR REPLACE INTO setu_rl_state VALUES (1, ?)",
                                 (self.prefix.to_bytes(),))
@@ -125,15 +123,14 @@ class RatelessStoreSet:
         if int.from_bytes(row[0][12:16], "little") != len(self.prefix):
             self.prefix = RatelessPrefix.from_bytes(
                 self.store._one("SELECT state FROM setu_rl_state WHERE id = 1")[0])
-            self.n = len(self.prefix)
 
     # -- the set interface ---------------------------------------------------------------
 
     def __len__(self):
-        return self.n
+        return len(self.prefix) if self.prefix is not None else 0
 
     def avg_element_size(self):
-        return 32 + 4 + 20 + 120
+        return ELEMENT_SIZE
 
     def rateless(self, m):
         if self.prefix is None:
@@ -210,7 +207,7 @@ class StoreSets:
         return self._source.eset
 
     def finish(self):
-        if isinstance(self.used, RatelessStoreSet):
+        if self.used is not None:
             self.used.refresh()
 
     def release(self):
