@@ -19,8 +19,8 @@ from . import constants as C
 from .profiles import element_hash
 from .rateless import prefix_length
 from .rateless_prefix import RatelessPrefix, element_key, key_int
-from .tinyssb_elements import (ELEMENT_TYPE, StoreSource, chain_length, check_element,
-                               make_chunk_element, make_element)
+from .tinyssb_elements import (ELEMENT_SIZE, ELEMENT_TYPE, StoreSource, chain_length,
+                               check_element, make_chunk_element, make_element)
 
 log = logging.getLogger("tssb.setu")
 
