@@ -25,7 +25,7 @@ import time
 
 from tinyssb.store import MemStore
 from tssb.web import rig
-from tssb.web.traffic import fingerprint
+from tinyssb.eventlog import packet_id
 
 LATENCY_PACKETS = 200
 RATE_PER_S = 20
@@ -66,7 +66,7 @@ def bench_latency(r, browser):
     page.evaluate(OBSERVE)
     sent = {}
     for pkt in pkts:
-        sent[fingerprint(pkt)] = time.time() * 1000
+        sent[packet_id(pkt)] = time.time() * 1000
         r.hear(pkt, rssi=-90, snr_db=5.0)
         time.sleep(1.0 / RATE_PER_S)
     seen = rig.wait(lambda: (lambda d: d if len(d) >= len(sent) else None)(

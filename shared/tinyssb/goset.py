@@ -129,6 +129,7 @@ class GOSet:
         self.pending = []       # (cnt, lo, hi, xor) tuples
         self.novelties = []     # keys to announce
         self.removed = []       # keys evicted or aged out; the node drains this list
+        self.added = []         # keys a round's pending claims taught us; the node drains it
         self.full_count = 0     # keys refused because the set is full
         self.full_match_ms = None  # last claim that described exactly our whole set
         self.solved = 0         # keys a neighbour lacked that a claim let us name
@@ -615,8 +616,7 @@ class GOSet:
         for c in self.pending:
             cnt, lo_key, hi_key, xor = c
             if ext:
-                new = []
-                if self._answer(lo_key, hi_key, xor, cnt, now, new):
+                if self._answer(lo_key, hi_key, xor, cnt, now, self.added):
                     continue
                 if self._inner_same(c, diffs):
                     continue

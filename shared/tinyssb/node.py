@@ -962,6 +962,8 @@ class Node:
                 g.pending = []
             else:
                 gs.extend(g.round(now))
+                self._learned(g.added, now)
+                g.added = []
             self._keep_reserve()    # (feeds verified in a burst went beyond it)
             if self._settle() or g.state != before:
                 self._refresh()

@@ -1,6 +1,6 @@
 from tinyssb.dmx import GOSET_DMX
 from tinyssb.errors import WireError
-from tinyssb.goset import GOSet, GOSetFull
+from tinyssb.goset import EXTENDED, GOSet, GOSetFull
 from tinyssb.hotloops import xor_bytes
 from support import Rand
 
@@ -123,3 +123,16 @@ def test_in_sync_gate_follows_largest_claim():
     assert not b.in_sync()  # saw a claim of 10, holds 3
     exchange(a, b, 200)
     assert b.in_sync() and a.in_sync()
+
+
+def test_a_key_a_round_learns_is_handed_to_the_node():
+    # A pending claim settled in a later round (Android's three-key shortcut, once our
+    # region there holds just its two boundaries) teaches a key: it joins the set and
+    # `added`, which the node drains to give the key a replica.
+    r = Rand(41)
+    lo, mid, hi = sorted(r.bytes(32) for _ in range(3))
+    g = GOSet(mode=EXTENDED)
+    g.learn([lo, hi], now=0)
+    g._keep((3, lo, hi, xor_bytes(xor_bytes(lo, mid), hi)))
+    g.round(1)
+    assert mid in g and g.added == [mid]

@@ -13,7 +13,7 @@ from tssb import posts
 from tssb.context import EVENT_FILE, EventLog
 from tssb.store import open_store
 from tssb.web import rig
-from tssb.web.traffic import fingerprint
+from tinyssb.eventlog import packet_id
 
 REASON = rig.missing_reason()
 if REASON and os.environ.get("CI"):
@@ -128,7 +128,7 @@ def test_packet_heard_by_the_board_appears_live(setup):
     for i, pkt in enumerate(_neighbour_packets(3)):
         t0 = time.monotonic()
         r.hear(pkt, rssi=-100 + i, snr_db=-2.25)
-        row = page.wait_for_selector('#traffic-table tr[data-id="%s"]' % fingerprint(pkt),
+        row = page.wait_for_selector('#traffic-table tr[data-id="%s"]' % packet_id(pkt),
                                      timeout=SEEN_S * 1000)
         assert time.monotonic() - t0 < SEEN_S
         cells = [c.inner_text() for c in row.query_selector_all("td")]

@@ -12,13 +12,13 @@ the node's events, the board's event lines). `event_row` turns a board's rx line
 the event log into a coarser row for `tssb web` running alone.
 """
 import collections
-import hashlib
 import json
 import logging
 
 from tinyssb import entry, goset, vectors
 from tinyssb.dmx import GOSET_DMX, entry_dmx
 from tinyssb.errors import WireError
+from tinyssb.eventlog import packet_id
 from tinyssb.node import NO_WANT
 
 log = logging.getLogger("tssb.web")
@@ -32,11 +32,6 @@ INDEX_PER_FEED = 16     # newest entries of each feed indexed at start
 # Node-level drops on the board concern packets the host also gets and judges itself.
 RADIO_DROPS = frozenset(("radio_crc", "frame_too_short", "frame_too_long", "bad_crc"))
 CRC_LEN = 4             # on-air frames are packet || CRC32 (tinyssb.frames)
-
-
-def fingerprint(pkt):
-    """The event schema's `pkt` field: first 8 bytes of SHA-256, hex."""
-    return hashlib.sha256(pkt).digest()[:8].hex()
 
 
 class Index:
@@ -197,7 +192,7 @@ class Tap:
     def _open(self, port_name, pkt, info):
         row = classify(pkt, self.node, self.index)
         src = info.get("src") or port_name
-        row.update(ts=self.hub.clock(), id=fingerprint(pkt), len=len(pkt),
+        row.update(ts=self.hub.clock(), id=packet_id(pkt), len=len(pkt),
                    dir="tx" if src == "board" else "rx", src=src, via=port_name)
         if "rssi" in info:
             row["rssi"] = info["rssi"]
