@@ -49,15 +49,6 @@ class NoHome(FileNotFoundError):
     """Context.open(create=False) found no data directory (or no store in it)."""
 
 
-def add_home_option(parser):
-    """Add the common `--home DIR` option to a sub-command's parser (the `tssb` parsers
-    have it already: then this does nothing)."""
-    if "--home" in parser._option_string_actions:
-        return
-    parser.add_argument("--home", metavar="DIR", default=None,
-                        help="data directory (default: $%s, else ~/.tssb)" % HOME_ENV)
-
-
 class Identity:
     """A long-term Ed25519 identity: 32-byte seed and public key."""
 

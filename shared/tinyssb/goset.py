@@ -315,10 +315,6 @@ class GOSet:
     def region(self, lo, hi):
         return Aggregate.of(KEY_LEN, self.keys[lo:hi + 1])
 
-    def whole(self):
-        """(count, XOR) of the whole set."""
-        return len(self.keys), self.state
-
     def solve(self, target, count):
         """The `count` keys of ours whose XOR is `target`, or None (see xorsolve)."""
         if self._basis is None:

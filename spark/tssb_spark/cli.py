@@ -22,7 +22,7 @@ from tssb_spark import metrics as M  # noqa: E402
 from tssb_spark import report as R  # noqa: E402
 from tssb_spark import schema as S  # noqa: E402
 from tssb_spark import tail as TAIL  # noqa: E402
-from tssb_spark.session import get_spark  # noqa: E402
+from tssb_spark.session import get_spark, merged_conf  # noqa: E402
 
 # Lines of a quarantined record shown by `tssb-spark quarantine`, and their width.
 SAMPLE_LINES = 3
@@ -77,9 +77,8 @@ def _session(args):
     cfg = os.path.join(logdir, "log4j2.properties")
     with open(cfg, "w") as f:
         f.write(QUIET_LOG4J)
-    from tssb_spark.session import JIT_HUGE
-    conf.setdefault("spark.driver.extraJavaOptions",
-                    "%s -Dlog4j.configurationFile=file:%s" % (JIT_HUGE, cfg))
+    conf = merged_conf(conf, {"spark.driver.extraJavaOptions":
+                              "-Dlog4j.configurationFile=file:%s" % cfg})
     conf.setdefault("spark.ui.showConsoleProgress", "false")
     log = os.path.join(logdir, "spark.log")
     saved = os.dup(2)
@@ -102,7 +101,7 @@ def _need_dir(path, what):
 
 def _need_logs(path):
     """Fail fast (before starting Spark) when a local input holds no event log at all."""
-    if "://" in path and not path.startswith("file:"):
+    if not I._local(path):
         return
     for base, _, files in os.walk(path):
         if any(n.endswith(I.FILE_GLOB[1:]) or n.endswith(TAIL.LIVE_SUFFIX) for n in files):

@@ -359,9 +359,8 @@ def _local(path):
 
 def _exists(spark, path):
     # Hadoop FS check so the lake may live on HDFS/S3 as well as on local disk.
-    jvm = spark._jvm
-    p = jvm.org.apache.hadoop.fs.Path(path)
-    return p.getFileSystem(spark._jsc.hadoopConfiguration()).exists(p)
+    fs, p = _fs(spark, path)
+    return fs.exists(p)
 
 
 def new_stats():
@@ -419,6 +418,7 @@ def _write(df, path):
 
 
 def _fs(spark, path):
+    """(Hadoop FileSystem, Path) of a path: local, HDFS or S3 alike."""
     jvm = spark._jvm
     p = jvm.org.apache.hadoop.fs.Path(path)
     return p.getFileSystem(spark._jsc.hadoopConfiguration()), p

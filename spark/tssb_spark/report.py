@@ -31,7 +31,8 @@ PLOT_SAMPLE = 100000
 # no duty cycle). ETSI EN 300 220: 868.0-868.6 MHz (band M, where tinySSB's EU868 plans
 # sit) 1 %, 869.4-869.65 MHz 10 %, 433.05-434.79 MHz 10 %; the rest of 863-870 MHz is
 # taken at the strictest, 0.1 %; FCC 15.247 (902-928 MHz) and ACMA (915-928 MHz) set no
-# duty cycle (a 400 ms dwell limit instead). firmware/tssbfw/regions.py has the same rules.
+# duty cycle (a 400 ms dwell limit instead). firmware/tssbfw/regions.py enforces the plans'
+# own limits only (no 10 % sub-band, no 0.1 % rest of 863-870 MHz).
 BANDS = (
     (868000, 868600, "EU868", 0.01),
     (869400, 869650, "EU868 g3", 0.10),

@@ -21,10 +21,18 @@ def _defaults():
     from pyspark import SparkConf, SparkContext
     SparkContext._ensure_initialized()
     have = SparkConf()
-    out = {}
-    for k, v in DEFAULTS.items():
-        cur = have.get(k, "")
-        out[k] = cur if v in cur else (cur + " " + v).strip()
+    return merged_conf({k: have.get(k, "") for k in DEFAULTS}, DEFAULTS)
+
+
+def merged_conf(base, conf):
+    """`conf` over `base`, except JVM options, which are joined: a caller's `-D...` must
+    not drop JIT_HUGE (or a user's own options)."""
+    out = dict(base)
+    for k, v in (conf or {}).items():
+        cur = out.get(k, "")
+        if k.endswith("JavaOptions") and cur:
+            v = cur if v in cur else "%s %s" % (cur, v)
+        out[k] = v
     return out
 
 
@@ -35,7 +43,7 @@ def get_spark(master=None, conf=None, app=APP_NAME):
       master: Spark master URL (e.g. "local[2]", "spark://host:7077"). None keeps what
         spark-submit configured, or PySpark's default (local[*]) when run as plain Python.
       conf: dict of extra Spark settings (applied only when a new session is built),
-        over DEFAULTS.
+        over DEFAULTS (JVM options joined with them, see merged_conf).
       app: application name.
     Returns:
       The SparkSession, with the SQL session time zone set to UTC.
@@ -44,7 +52,7 @@ def get_spark(master=None, conf=None, app=APP_NAME):
     b = SparkSession.builder.appName(app)
     if master:
         b = b.master(master)
-    for k, v in dict(_defaults(), **(conf or {})).items():
+    for k, v in merged_conf(_defaults(), conf).items():
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.conf.set("spark.sql.session.timeZone", SESSION_TZ)

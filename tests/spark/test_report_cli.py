@@ -132,3 +132,15 @@ def test_module_help_runs():
     r = subprocess.run([sys.executable, "-m", "tssb_spark", "report", "--help"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "--master" in r.stdout and "--lake" in r.stdout
+
+
+def test_jvm_options_of_a_caller_join_the_defaults():
+    # --quiet's log4j setting (or a user's --conf) must not drop the JIT flag, nor the
+    # other way round; other settings are replaced as usual.
+    from tssb_spark.session import DEFAULTS, JIT_HUGE, merged_conf
+    got = merged_conf(DEFAULTS, {"spark.driver.extraJavaOptions": "-Dx=1",
+                                 "spark.ui.enabled": "false"})
+    assert got["spark.driver.extraJavaOptions"] == JIT_HUGE + " -Dx=1"
+    assert got["spark.executor.extraJavaOptions"] == JIT_HUGE
+    assert got["spark.ui.enabled"] == "false"
+    assert merged_conf(got, {"spark.driver.extraJavaOptions": "-Dx=1"}) == got

@@ -119,6 +119,8 @@ def cmd_show(args):
 
 
 def cmd_sync(args):
+    from tssb.channel import ChannelClosed
+    from tssb.session import StreamRefused
     from tssb.trdag import dagstore, session as ts
     from tssb.trdag.errors import TrdagError
     from tssb.trdag.service import run_logged
@@ -161,11 +163,7 @@ def cmd_sync(args):
         s, st = run_async(go())
     except TrdagError as e:
         raise CliError("sync failed: %s" % e, EXIT_FAILURE)
-    except Exception as e:
-        from tssb.channel import ChannelClosed
-        from tssb.session import StreamRefused
-        if not isinstance(e, (ChannelClosed, StreamRefused)):
-            raise
+    except (ChannelClosed, StreamRefused) as e:
         raise session_failure(e, args.peer)
     finally:
         ctx.close()

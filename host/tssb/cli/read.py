@@ -90,8 +90,8 @@ def run(args):
                 for p in posts.feed_posts(ctx.store, fid, nxt):
                     if p.kind == posts.PARTIAL:
                         break
-                    if p.kind == posts.NAME:
-                        names = posts.names(ctx.store)
+                    if p.kind == posts.NAME and p.text.strip():
+                        names[bytes(p.fid)] = p.text.strip()   # as posts.names reads it
                     show(p, names, args.json)
                     nxt = p.seq + 1
         except KeyboardInterrupt:
