@@ -306,47 +306,96 @@ def test_symbols_that_never_decode_are_cut_off():
     assert a.stats["search_tests"] <= RATELESS.rl_search_tests
 
 
+def _request(sections, flags=RL.FLAG_END, count=100, version=RL.RL_VERSION, app_id=None):
+    """An RL_REQUEST as a peer may send it: any header fields, any sections."""
+    tag = RL.app_tag(app_id or Config().app_id)
+    first = _rl_msg(sections, flags)[0]
+    return RL.M._frame(C.MSG_RL_REQUEST, bytes((version,)) + tag + RL._varint(count) + first[4:])
+
+
+def _first_symbols(k=18):
+    return (RL.SEC_SYMBOLS, RL._varint(0) + bytes(8 * k))
+
+
+def test_request_is_one_message_with_the_first_flight():
+    A, B, a, b, f1 = _responder_after_f1(100, 1, 0)
+    assert len(f1) == 1 and f1[0][2:4] == C.MSG_RL_REQUEST.to_bytes(2, "big")
+    version, tag, count, first = RL.parse_request(f1[0])
+    assert (version, tag, count) == (RL.RL_VERSION, Config().app_id[:4], len(A))
+    flags, secs = RL.parse(first)
+    assert flags == RL.FLAG_END and [t for t, _ in secs] == [RL.SEC_SYMBOLS, RL.SEC_PROBES]
+    assert len(f1[0]) == 1 + 4 + 1 + len(first)      # version, tag, 1-byte count: no app id
+    b.receive(f1[0])
+    assert b.stats["profile"] == "rateless" and b.stats["round_trips"] == 1
+
+
+def test_request_header_checks():
+    A, B, a, b, f1 = _responder_after_f1()
+    assert _reason(b.receive, _request([_first_symbols()], count=1 << 30)) == "byzantine bound"
+    A, B, a, b, f1 = _responder_after_f1()
+    assert _reason(b.receive, _request([_first_symbols()], app_id=bytes(64))) \
+        == "unknown application"
+    A, B, a, b, f1 = _responder_after_f1()
+    assert _reason(b.receive, _request([_first_symbols()], version=2)) == "profile not agreed"
+    req = f1[0]
+    for bad in (req[:9], req[:4] + b"\x01" + req[5:9] + b"\xff\xff\xff\xff\xff\xff",
+                req[:-1], b"\x00\x09" + req[2:9]):
+        A, B, a, b, _ = _responder_after_f1()
+        assert _reason(b.receive, bad) == "bad message"
+
+
 def test_absurd_sizes_and_counts():
     A, B, a, b, f1 = _responder_after_f1()
-    opreq = bytearray(f1[0])
-    opreq[4:8] = (1 << 30).to_bytes(4, "big")              # more elements than the bound
-    assert _reason(b.receive, bytes(opreq)) == "byzantine bound"
+    big = [(RL.SEC_SYMBOLS, RL._varint(0) + bytes(8 * 300))]  # a first flight of 300 symbols
+    assert _reason(b.receive, _request(big)) == "too many symbols"
     A, B, a, b, f1 = _responder_after_f1()
-    b.receive(f1[0])
-    big = RL.Flight()
-    big.symbols(0, bytes(8 * 300))                         # a first flight of 300 symbols
-    assert _reason(b.receive, big.messages(RL.FLAG_END)[0]) == "too many symbols"
-    A, B, a, b, f1 = _responder_after_f1()
-    b.receive(f1[0])
     probes = RL._varint(10 ** 6) + bytes(10)
-    msg = _rl_msg([(RL.SEC_SYMBOLS, RL._varint(0) + bytes(8 * 18)), (RL.SEC_PROBES, probes)])[0]
+    msg = _request([_first_symbols(), (RL.SEC_PROBES, probes)])
     assert _reason(b.receive, msg) == "too many probes"
+    A, B, a, b, f1 = _responder_after_f1()
+    msg = _request([_first_symbols(), (RL.SEC_PROBES, RL._varint(40) + bytes(3))])
+    assert _reason(b.receive, msg) == "bad message"
 
 
 def test_flood_and_malformed_messages():
     A, B, a, b, f1 = _responder_after_f1()
-    b.receive(f1[0])
+    b.receive(_request([(RL.SEC_WANTS, bytes(5))], 0))          # a first flight without END
     not_end = _rl_msg([(RL.SEC_WANTS, bytes(5))], 0)[0]
     with pytest.raises(SetuError) as e:
         for _ in range(5000):
             b.receive(not_end)
     assert e.value.reason == "flood"
     A, B, a, b, f1 = _responder_after_f1()
-    b.receive(f1[0])
+    b.receive(_request([(RL.SEC_WANTS, bytes(5))], 0))
     fat = _rl_msg([(RL.SEC_WANTS, bytes(5 * 13000))], 0)[0]        # 65 KB, never an END
     with pytest.raises(SetuError) as e:
         for _ in range(RL.MAX_FLIGHT_BYTES // len(fat) + 2):
             b.receive(fat)
     assert e.value.reason == "flood"
     A, B, a, b, f1 = _responder_after_f1()
-    b.receive(f1[0])
-    for bad, reason in ((f1[1][:-1], "bad message"), (f1[1][:4] + b"\x80" + f1[1][5:], "bad message"),
-                        (b"\x00\x05" + f1[1][2:5], "missing section"),
-                        (f1[1][:5] + b"\x09\x00", "bad message"),
-                        (f1[1][:5] + b"\x04\x05\x01", "bad message")):
+    req = f1[0]
+    body = 10                         # header, version, tag, 1-byte count: then the RL flags
+    for bad, reason in ((req[:-1], "bad message"),
+                        (req[:body] + b"\x80" + req[body + 1:], "bad message"),
+                        (_request([]), "missing section"),
+                        (_request([(RL.SEC_PROBES, b"\x00")]), "missing section"),
+                        (req[:body + 1] + b"\x09\x00", "bad message"),
+                        (req[:body + 1] + b"\x04\x05\x01", "bad message")):
+        if bad[:2] != len(bad).to_bytes(2, "big"):
+            bad = len(bad).to_bytes(2, "big") + bad[2:]
         c = Reconciler(B.copy(), False)
-        c.receive(f1[0])
         assert _reason(c.receive, bad) == reason
+
+
+def test_an_older_peers_operation_request_for_the_profile_is_refused():
+    # before RL_REQUEST, the profile was proposed in the OPERATION_REQUEST's application
+    # data and its first flight followed; that flight's layout differs, so it is refused
+    # with the reason a responder without the profile gives
+    from tssb.setu import messages as M
+    A, B = make_sets(50, 1, 1)
+    old = M.operation_request(len(A), Config().app_id, M.app_data(C.PROFILE_RATELESS, 0, 24))
+    b = Reconciler(B, False, Config())
+    assert _reason(b.receive, old) == "profile not agreed"
 
 
 def test_unknown_and_duplicate_wants_and_unrequested_elements():
@@ -364,15 +413,13 @@ def test_unknown_and_duplicate_wants_and_unrequested_elements():
     assert _reason(a.receive, reply) == "unrequested element"
     # the final elements must be exactly the wanted ones
     A, B, a, b, f1 = _responder_after_f1(100, 2, 0, seed=4)
-    b.receive(f1[0])
-    out = b.receive(f1[1])
+    out = b.receive(f1[0])
     assert b.state == RL.R_WAIT_ELEMENTS and out
     stranger = random.Random(3).randbytes(24)
     final = _rl_msg([(RL.SEC_ELEMENTS, RL._varint(24) + stranger)], RL.FLAG_END | RL.FLAG_DONE)[0]
     assert _reason(b.receive, final) == "unrequested element"
     A, B, a, b, f1 = _responder_after_f1(100, 2, 0, seed=4)
     b.receive(f1[0])
-    b.receive(f1[1])
     assert _reason(b.receive, _rl_msg([], RL.FLAG_END | RL.FLAG_DONE)[0]) == "wanted elements missing"
 
 
@@ -387,8 +434,7 @@ def test_too_many_unsolicited_elements_and_more_requests():
     a = Reconciler(A, True, RATELESS)
     b = Reconciler(B, False, Config())
     f1 = a.start()
-    b.receive(f1[0])
-    f2 = b.receive(f1[1])
+    f2 = b.receive(f1[0])
     assert b.state == RL.R_WAIT_F3 and f2 and b.stats["fallback"] is None   # streamed
     more = _rl_msg([(RL.SEC_MORE, RL._varint(10 ** 7))])[0]
     assert _reason(b.receive, more) == "too many symbols"
@@ -400,17 +446,25 @@ def test_more_after_a_key_list_is_refused():
     b = Reconciler(B, False, Config())
     f1 = a.start()
     b.receive(f1[0])
-    b.receive(f1[1])
     assert b.stats["fallback"] == "keys"
     assert _reason(b.receive, _rl_msg([(RL.SEC_MORE, RL._varint(40))])[0]) == "unexpected section"
 
 
 def test_unexpected_message_in_each_state():
     A, B, a, b, f1 = _responder_after_f1()
-    assert _reason(b.receive, f1[1]) == "bad message"     # RL before the request: unknown type
+    rl = RL.parse_request(f1[0])[3]
+    assert _reason(b.receive, rl) == "bad message"      # RL before the request: unknown type
+    A, B, a, b, f1 = _responder_after_f1(100, 3, 3)
+    b.receive(f1[0])
+    assert b.state == RL.R_WAIT_ELEMENTS
+    assert _reason(b.receive, f1[0]) == "unexpected message"   # a second request
+    A, B, a, b, f1 = _responder_after_f1()
+    assert _reason(b.receive, _request([_first_symbols(), (RL.SEC_MORE, RL._varint(40))])) \
+        == "unexpected section"
     A, B, a, b, f1 = _responder_after_f1()
     b.receive(f1[0])
-    assert _reason(b.receive, _rl_msg([(RL.SEC_MORE, RL._varint(40))])[0]) == "unexpected section"
+    assert b.state == "finished"
+    assert _reason(b.receive, _rl_msg([(RL.SEC_MORE, RL._varint(40))])[0]) == "unexpected message"
 
 
 # -- persistence and the store ------------------------------------------------------------
@@ -564,6 +618,24 @@ def test_tssb_sync_answers_symbols_that_never_decode_with_tssb2(tmp_path, capsys
         assert code == 0, err         # other profiles never fall back
         assert "did not decode" not in err
     assert ca.store.front(cb.identity.public)[0] == 1
+    assert cb.store.front(ca.identity.public)[0] == 1
+
+
+def test_tssb_sync_answers_a_refused_request_with_tssb2(tmp_path, capsys, monkeypatch):
+    # An older host of ours does not know RL_REQUEST (an unknown message type: it closes
+    # the stream without a word); `tssb sync` then syncs with tssb2, which both speak.
+    from tssb.setu.machine import Reconciler as R
+
+    def older(self, buf):
+        raise SetuError("bad message", "unknown type %d" % C.MSG_RL_REQUEST)
+    monkeypatch.setattr(R, "_on_rl_request", older)
+
+    with _two_homes(tmp_path, capsys, ["from a"], ["from b", "and b"]) as (ha, ca, cb, peer):
+        code, out, err = _tssb(capsys, "sync", "--home", ha, "--peer", peer)
+        assert code == 0, err
+        assert "the peer closed at the rateless request" in err
+        assert "profile tssb2, after rateless was refused" in out
+    assert ca.store.front(cb.identity.public)[0] == 2
     assert cb.store.front(ca.identity.public)[0] == 1
 
 

@@ -1,11 +1,14 @@
 """SETU profile `rateless` (id 2): set union by rateless coded symbols, in 1-2 round trips.
 
-Agreed in the OPERATION_REQUEST application data like tssb2; after it, both ends exchange only
-RL messages (type MSG_RL), which a GNUnet peer never sees. Coded symbols are
-tinyssb.codedsym's with KEY 5 || CHK 3 bytes and no COUNT (rateless_prefix.CODEC): 8 bytes.
+The initiator opens with an RL_REQUEST (type MSG_RL_REQUEST) instead of the GNUnet
+OPERATION_REQUEST: version, a 4-byte tag of the application id, its element count, then the
+flags and sections of its first RL message, ~70 bytes less than the OPERATION_REQUEST and a
+separate RL message (the 64-byte application id alone is 64), spent on probes. After it, both
+ends exchange only RL messages (type MSG_RL). A GNUnet peer never sees either. Coded symbols
+are tinyssb.codedsym's with KEY 5 || CHK 3 bytes and no COUNT (rateless_prefix.CODEC): 8 bytes.
 
 Flights (I initiator, R responder; see docs/setu.md "Profile rateless"):
-  F1 I->R  OPERATION_REQUEST, RL{SYMBOLS 0..k1, PROBES}
+  F1 I->R  RL_REQUEST{SYMBOLS 0..k1, PROBES}
   R subtracts its own symbols and peels (and, if that stalls with a small difference, searches
   its own keys: own_key_search).
    decoded:  F2 R->I  RL{DONE, ELEMENTS (R-only), WANTS (I-only keys)}
@@ -48,6 +51,9 @@ SEC_KEYS = 7          # all of the sender's keys (full-exchange fallback)
 
 FLAG_END = 1
 FLAG_DONE = 2
+
+RL_VERSION = 1            # RL_REQUEST version: this module's first flight (probe schedule)
+APP_TAG_LEN = 4           # bytes of the application id an RL_REQUEST carries
 
 FIRST_SYMBOLS = 17        # k1: decodes d = 10 in the first flight in ~95 % of runs (with the
                           # responder's own-key search; 18: ~96 %), leaving bytes for probes
@@ -182,6 +188,36 @@ def parse(buf):
         secs.append((tag, buf[p:p + n]))
         p += n
     return flags, secs
+
+
+def app_tag(app_id):
+    """The RL_REQUEST's application tag: the first APP_TAG_LEN bytes of the 64-byte id (a
+    hash already: GNUnet application ids are HashCodes, ours is SHA-512 of a name)."""
+    return bytes(app_id[:APP_TAG_LEN])
+
+
+def request(tag, element_count, first):
+    """RL_REQUEST = MSG SIZE || MSG TYPE || VERSION (1) || APP TAG (4) || ELEMENT COUNT
+    (varint) || the FLAGS and sections of `first` (an encoded RL message)."""
+    return M._frame(C.MSG_RL_REQUEST, bytes((RL_VERSION,)) + tag + _varint(element_count)
+                    + bytes(first[C.HEADER_SIZE:]))
+
+
+def parse_request(buf):
+    """(version, application tag, element count, the first RL message re-framed) of an
+    RL_REQUEST; raises SetuError("bad message"). The RL part is checked by parse()."""
+    buf = bytes(buf)
+    if len(buf) < C.HEADER_SIZE + 1 + APP_TAG_LEN + 2 or len(buf) > C.MAX_MESSAGE_SIZE:
+        raise SetuError("bad message", "rl request length")
+    if int.from_bytes(buf[:2], "big") != len(buf) \
+            or int.from_bytes(buf[2:4], "big") != C.MSG_RL_REQUEST:
+        raise SetuError("bad message", "rl request header")
+    p = C.HEADER_SIZE
+    version, tag = buf[p], buf[p + 1:p + 1 + APP_TAG_LEN]
+    count, p = _read_varint(buf, p + 1 + APP_TAG_LEN)
+    if p >= len(buf):
+        raise SetuError("bad message", "rl request without flags")
+    return version, tag, count, M._frame(C.MSG_RL, buf[p:])
 
 
 def _split_keys(payload):
@@ -377,7 +413,7 @@ class RatelessMachine:
         initiator: True for I.
         cfg: machine.Config (rl_first_symbols, rl_prefix, rl_max_symbols, upper_bound).
         stats: the Reconciler's stats dict, updated in place.
-        remote_size: R: the element count from the OPERATION_REQUEST (already bounded).
+        remote_size: R: the element count from the RL_REQUEST (already bounded).
     """
 
     def __init__(self, eset, initiator, cfg, stats, remote_size=None):
@@ -514,6 +550,8 @@ class RatelessMachine:
     # -- input -----------------------------------------------------------------------
 
     def receive(self, buf):
+        if len(buf) >= C.HEADER_SIZE and int.from_bytes(buf[2:4], "big") == C.MSG_RL_REQUEST:
+            raise SetuError("unexpected message", "RL_REQUEST in state %s" % self.state)
         flags, secs = parse(buf)
         self._flight.extend(secs)
         self._flight_bytes += len(buf)
@@ -541,15 +579,17 @@ class RatelessMachine:
 
     # -- initiator -------------------------------------------------------------------
 
-    def start(self, opreq):
-        """F1: the OPERATION_REQUEST plus the first symbols and the probes."""
+    def start(self, app_id):
+        """F1: the RL_REQUEST with the first symbols and the probes."""
         f = Flight()
         self._symbols(f, 0, self.k1)
         probes = probe_indices(self.k1, min(self.prefix.m, PREFIX_PER_ELEMENTS * self.n0 + 64))
         f.add(SEC_PROBES, _varint(len(probes)) + pack_probes(
             [probe_value(self.prefix.symbol_int(g)) for g in probes]))
         self.state = I_WAIT_F2
-        return [opreq] + self._out(f, FLAG_END)
+        msgs = self._out(f, FLAG_END)
+        msgs[0] = request(app_tag(app_id), self.n0, msgs[0])
+        return msgs
 
     def _i_on_f2(self, flags, secs):
         self._only(secs, (SEC_SYMBOLS, SEC_RESIDUAL, SEC_WANTS, SEC_ELEMENTS, SEC_KEYS))
