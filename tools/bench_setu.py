@@ -25,7 +25,8 @@ built) instead of last, so that no search can profit from newest-first order.
 
 Usage: python tools/bench_setu.py [--profile rateless] [--sizes 10000,100000,1000000]
        [--diffs 1,10,100,1000] [--gnunet-max 100000] [--tssb2-max 1000000] [--seed 1]
-       [--spread last|uniform] [--stream-per-diff X] [--stream-factor F] [--estimates N]
+       [--spread last|uniform] [--first-at responder|initiator] [--stream-per-diff X]
+       [--stream-factor F] [--estimates N]
 The profile named by --profile runs first; the tssb2 and gnunet rows follow for comparison.
 """
 import argparse
@@ -120,7 +121,8 @@ def spread_uniform(eset, k, rnd):
 
 # The window a stream of m symbols passes in, measured with --stream-per-diff (30 seeds,
 # n = 10^4, d = 100..1000): decodes in 2 round trips from m >= 0.95 d + 10, stays within
-# 2.0 x 32 d bytes up to m <= 3.69 d - 37 (see rateless.STREAM_FACTOR).
+# 2.0 x 32 d bytes up to m <= 3.69 d - 37 (see rateless.STREAM_FACTOR; the RL_REQUEST's
+# first flight is as long as the former one's RL message, so the bound stands).
 WINDOW_NEED = (0.95, 10)
 WINDOW_CAP = (3.69, 37)
 ESTIMATE_FACTORS = (1.5, 1.6, 1.65, 1.7, 1.8, 1.9, 2.0)
@@ -198,6 +200,9 @@ def main(argv=None):
     p.add_argument("--spread", default="last", choices=("last", "uniform"),
                    help="where the differing elements sit in the kept key order: appended "
                         "last (as in an append-only store) or at random positions")
+    p.add_argument("--first-at", default="responder", choices=("responder", "initiator"),
+                   help="side of the first differing element (and every second one after it): "
+                        "at d = 1 the responder's case (1 round trip) or the initiator's (2)")
     p.add_argument("--stream-per-diff", type=float, default=None, metavar="X",
                    help="rateless: stream X symbols per true difference instead of sizing "
                         "the stream from the estimate (measures the window that passes)")
@@ -241,8 +246,9 @@ def main(argv=None):
             extra = [rnd.randbytes(ELEMENT_SIZE) for _ in range(d)]
             for q in profiles:
                 A, B = common.copy(), common.copy()
+                first = 1 if args.first_at == "responder" else 0
                 for i, e in enumerate(extra):   # two-sided: half new on each side
-                    (A if i % 2 else B).add(e)
+                    (A if i % 2 == first else B).add(e)
                 build_state(A, q, n)
                 build_state(B, q, n)
                 if q == "rateless" and args.spread == "uniform":
@@ -267,6 +273,7 @@ def main(argv=None):
                 row = {
                     "bench": "setu", "case": "%s n=%d d=%d" % (q, n, d),
                     "profile": q, "n": n, "d": d, "mode": a.stats["mode"], "spread": args.spread,
+                    "first_at": args.first_at,
                     "bytes_total": total, "round_trips": (depth + 1) // 2,
                     "ratio_32d": round(total / (ELEMENT_SIZE * d), 2) if d else None,
                     "state_s": round(state_s[q], 2), "sync_s": round(wall, 3),

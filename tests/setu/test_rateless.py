@@ -139,6 +139,58 @@ def test_search_budget_bounds_the_work_and_falls_back_to_more(monkeypatch):
     assert a.stats["more_rounds"] >= 1 and a.stats["round_trips"] == 3
 
 
+def test_a_first_flight_stalled_on_a_few_keys_is_finished_by_the_initiator():
+    # Two keys only I holds that map to the same first symbols stall every peeling and R's
+    # search; R then sends its residual without a stream (one distinct value: 8 bytes) and
+    # I's own-key search separates them: still 2 round trips, no MORE.
+    seen = 0
+    for seed in range(400):
+        A, B = make_sets(600, 5, 5, seed=seed, size=32)
+        a, b = rl_sync(A, B)
+        assert_union(A, B, a, b)
+        if b.stats["estimate"] is not None and b.stats["symbols_sent"] == 0:
+            assert a.stats["round_trips"] == 2 and a.stats["more_rounds"] == 0
+            assert a.stats["assisted"] > 0
+            seen += 1
+            if seen == 3:
+                break
+    assert seen == 3
+
+
+def test_residual_packs_repeated_values_once_and_rejects_malformed_ones():
+    z, v, w = bytes(8), b"\x01" * 8, b"\x02" * 8
+    syms = [v, z, v, w, z, v]
+    p = RL.pack_residual(0, syms)
+    assert len(p) == 3 + 2 + 16            # start, count, nval, 6 x 2 bits, two values
+    assert RL.unpack_residual(p, 64) == (0, b"".join(syms))
+    assert RL.unpack_residual(RL.pack_residual(3, [z, z]), 64) == (3, bytes(16))
+    assert len(RL.pack_residual(0, [bytes([i]) * 8 for i in range(1, 22)])) == 3 + 14 + 168
+    with pytest.raises(SetuError) as e:
+        RL.unpack_residual(p, 5)                              # more symbols than allowed
+    assert e.value.reason == "bad symbols"
+    for bad in (p[:-1], p + b"\x00", RL._varint(0) + RL._varint(2) + RL._varint(3) + bytes(25),
+                RL._varint(0) + RL._varint(2) + RL._varint(2) + b"\x03" + v + w):  # ref 3 of 2
+        with pytest.raises(SetuError) as e:
+            RL.unpack_residual(bad, 64)
+        assert e.value.reason == "bad message"
+
+
+def test_search_keeps_its_expected_false_keys_in_budget():
+    # each test at index i passes by chance with 2^-24 x ~2 / (i + 2): the budget on that
+    # sum bounds the tests, most of all at the first symbols
+    A, B = make_sets(3000, 8, 8, seed=2)
+    pa = A.rateless(RL.prefix_length(len(A)))
+    pb = B.rateless(RL.prefix_length(len(B)))
+    dec = codedsym.Decoder(CODEC, pb, 10 ** 5, 10 ** 5, B.has_rateless_key)
+    dec.add(0, pa.encode(0, 8))
+    assert not dec.done
+    budget = 50 * 2.0 ** -24                   # 50 tests at index 0, or ~300 at index 10
+    found, tests = RL.own_key_search(dec, pb, 10 ** 6, 0, max_false=budget)
+    assert 0 < tests <= 50 * 5                 # 8 symbols: 2 / (i + 2) >= 0.2
+    found, more = RL.own_key_search(dec, pb, 10 ** 6, 0)
+    assert more > tests
+
+
 def test_search_never_runs_below_its_reach():
     # far too few symbols for the difference: the search declines at once (no tests)
     A, B = make_sets(500, 100, 100, seed=3)

@@ -43,7 +43,8 @@ from .rateless_prefix import CODEC, KEY_LEN, SYMBOL_SIZE, candidate_pairs, eleme
 # Sections of an RL message.
 SEC_SYMBOLS = 1       # varint start || symbols
 SEC_PROBES = 2        # 2 bits per probe index (probe_indices), 4 per byte, LSB first
-SEC_RESIDUAL = 3      # varint start || varint count || bitmap || the nonzero symbols
+SEC_RESIDUAL = 3      # varint start || varint count || varint nval || count refs of
+                      # bit_length(nval) bits (0: zero, j: value j) || the nval values
 SEC_WANTS = 4         # 5-byte keys
 SEC_ELEMENTS = 5      # varint element size || elements of that size
 SEC_MORE = 6          # varint: send symbols up to this index
@@ -55,14 +56,16 @@ FLAG_DONE = 2
 RL_VERSION = 1            # RL_REQUEST version: this module's first flight (probe schedule)
 APP_TAG_LEN = 4           # bytes of the application id an RL_REQUEST carries
 
-FIRST_SYMBOLS = 17        # k1: decodes d = 10 in the first flight in ~95 % of runs (with the
-                          # responder's own-key search; 18: ~96 %), leaving bytes for probes
-PROBE_GROWTH = (53, 50)   # probe indices grow by 6 % from k1 (~27 bytes estimate d with a
-                          # spread of ~0.27 in log; 10 % and ~19 bytes: ~0.36) ...
+FIRST_SYMBOLS = 21        # k1: the first flight decodes d = 10 at R in ~99 % of runs (with
+                          # R's own-key search; 17: ~97 %), the rest mostly from the residual
+                          # (FIRST_REST_VALUES); bytes from the d = 1 bar (F1 <= 248: an element
+                          # only I holds costs F1 + 52)
+PROBE_GROWTH = (1014, 1000)   # probe indices grow by 1.4 % from k1 (~55 bytes of 1-bit probes
+                          # estimate d with a spread of ~0.19-0.20 in log; 2 %, ~41 bytes: 0.24)
 PROBE_DENSE_END = 8192    # ... to here (d up to ~4000), then
 PROBE_GROWTH_FAR = (2, 1) # doubling to the prefix end (d = 1 stays <= 300 B up to n = 10^6)
-PROBE_BITS = 2            # bits per probe: 1 to 8 bits carry about the same information
-                          # per byte (Fisher information of a probe of false-match rate 2^-b)
+PROBE_BITS = 1            # bits per probe: 1 bit carries the most information per bit (0.41
+                          # nats per bit and e-fold of index density; 2 bits 0.37, 8 bits 0.20)
 PROBE_FALSE_EQUAL = 1 / (1 << PROBE_BITS)   # a differing symbol's probe matches by chance
 STREAM_FACTOR = 1.7       # symbols streamed per estimated difference. A stream of m symbols
                           # (first flight included) passes the issue's bars in a window
@@ -91,11 +94,20 @@ SEARCH_MAX_SECONDS = 2.0      # ... and wall time (checked between passes of <= 
 SEARCH_CHUNKS = 16            # a pass tests at most 1/16 of the budget, the symbols that
 SEARCH_MIN_CHUNK = 4096       # changed first (each resolve peels on), then untested ones
 SEARCH_MAX_PASSES = 96        # passes in all
+SEARCH_MAX_FALSE = 2.0 ** -12   # ... and expected false keys per search (a test at index i
+                              # passes by chance with 2^-24 x ~2 / (i + 2); low indices, where
+                              # the first flight's search tests, weigh most): ~2.4 x 10^-4
+                              # before the rest's other indices are checked
+_FALSE_PER_TEST = 2.0 ** -(8 * CODEC.chk_len)
 SEARCH_MIN_SYMBOLS = 0.75     # symbols per remaining key below which a search cannot succeed
                               # (measured: none decoded below ~0.8)
 STREAM_ESTIMATE_POINTS = 512  # exact comparisons the initiator's estimate of d uses
 FIRST_SEARCH_MAX = 2          # R searches after the first flight while the probes say d <= 2 k1
                               # (their estimate spreads 0.5-2x; beyond, a search cannot succeed)
+FIRST_REST_VALUES = 8         # R streams nothing, sends only the residual, when the first
+                              # flight stalled with a small estimate and its residual holds at
+                              # most this many distinct nonzero values (a few keys left, mostly
+                              # I's: I searches its own; d = 30 leaves 15-21 of 21)
 SEARCH_MAX_LOAD = 3           # test a key only at symbols holding about this many keys or fewer
 MAX_FLIGHT_SECTIONS = 4096    # sections buffered until a flight's END (honest: ~1 per message)
 MAX_FLIGHT_BYTES = 64 << 20   # bytes buffered until END: 8 MiB of symbols at MAX_RL_SYMBOLS
@@ -271,6 +283,56 @@ def unpack_probes(data, count):
     return [(data[(j * PROBE_BITS) // 8] >> ((j * PROBE_BITS) % 8)) & mask for j in range(count)]
 
 
+def pack_residual(start, syms):
+    """RESIDUAL payload for difference symbols start, start+1, ... (8-byte values): each
+    distinct nonzero value once, and per symbol a reference of bit_length(values) bits (0 for
+    a zero symbol). A stalled small difference leaves few distinct values (two keys that map
+    to the same first symbols leave one), a large one costs 2 bits more per symbol than a
+    bitmap."""
+    vals, refs, where = [], [], {}
+    for v in syms:
+        if not any(v):
+            refs.append(0)
+            continue
+        j = where.get(v)
+        if j is None:
+            vals.append(v)
+            j = where[v] = len(vals)
+        refs.append(j)
+    w = len(vals).bit_length()
+    acc = 0
+    for n, r in enumerate(refs):
+        acc |= r << (n * w)
+    packed = acc.to_bytes((len(refs) * w + 7) // 8, "little")
+    return _varint(start) + _varint(len(refs)) + _varint(len(vals)) + bytes(packed) + b"".join(vals)
+
+
+def unpack_residual(p, max_count):
+    """(start, symbols as bytes) of a RESIDUAL payload; count bounded by `max_count`."""
+    start, q = _read_varint(p, 0)
+    count, q = _read_varint(p, q)
+    nval, q = _read_varint(p, q)
+    if count > max_count:
+        raise SetuError("bad symbols", "residual of %d symbols" % count)
+    if nval > count:
+        raise SetuError("bad message", "residual values")
+    w = nval.bit_length()
+    nb = (count * w + 7) // 8
+    if len(p) - q != nb + nval * SYMBOL_SIZE:
+        raise SetuError("bad message", "residual length")
+    refs = int.from_bytes(p[q:q + nb], "little")
+    vals = p[q + nb:]
+    out = bytearray(count * SYMBOL_SIZE)
+    mask = (1 << w) - 1
+    for i in range(count):
+        j = (refs >> (i * w)) & mask
+        if j > nval:
+            raise SetuError("bad message", "residual reference")
+        if j:
+            out[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE] = vals[(j - 1) * SYMBOL_SIZE:j * SYMBOL_SIZE]
+    return start, bytes(out)
+
+
 def estimate_difference(observations, lo, hi):
     """Maximum-likelihood size of the difference from symbol comparisons.
 
@@ -308,7 +370,7 @@ def _residual_sums(dec):
     return np.frombuffer(bytes(dec.sums), dtype="<u8")
 
 
-def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
+def own_key_search(dec, prefix, max_tests, d_est, deadline=None, max_false=None):
     """Free a stalled decoder with our own keys (peeling with side information).
 
     A key only we hold that is still in the difference leaves every symbol it maps to
@@ -330,6 +392,8 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
         (keys resolved, tests made).
     """
     items, seeds = prefix.keys_items()
+    if max_false is None:
+        max_false = SEARCH_MAX_FALSE
     if dec.done or not len(items) or max_tests <= 0:
         return 0, 0
 
@@ -347,6 +411,7 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
     gone = np.zeros(len(items), dtype=bool)          # keys resolved
     mask = (1 << (8 * KEY_LEN)) - 1
     found = tests = 0
+    risk = 0.0
     chunk = max(SEARCH_MIN_CHUNK, max_tests // SEARCH_CHUNKS)
     for _ in range(SEARCH_MAX_PASSES):
         cur = _residual_sums(dec)[idx]
@@ -356,8 +421,13 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
         todo = np.concatenate((np.nonzero(live & (tested != 0) & (cur != tested))[0],
                                np.nonzero(live & (tested == 0))[0]))
         todo = todo[:min(chunk, max_tests - tests)]
+        # a test at index i resolves a false key with probability 2^-24 (checksum) times
+        # ~2 / (i + 2) (a random rest maps there): keep the expected false keys in budget
+        cum = risk + np.cumsum(2.0 / (idx[todo] + 2.0)) * _FALSE_PER_TEST
+        todo = todo[:int(np.searchsorted(cum, max_false, side="right"))]
         if not len(todo):
             break
+        risk = float(cum[len(todo) - 1])
         tests += len(todo)
         tested[todo] = cur[todo]
         rb = (cur[todo] ^ items[pos[todo]]).astype("<u8").tobytes()
@@ -369,8 +439,11 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
             if int.from_bytes(dec.sums[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE], "little") \
                     != int(cur[k]):
                 continue                  # changed since: tested again next pass
-            if i not in codedsym.indices(rb[8 * t:8 * t + KEY_LEN], i + 1):
-                continue                  # a false purity: the key does not map here
+            ys = codedsym.indices(rb[8 * t:8 * t + KEY_LEN], dec.received)
+            if i not in ys or any(dec.is_zero(j) for j in ys):
+                continue                  # a false purity: the rest does not map here, or
+                                          # not to nonzero symbols only, as a key of the
+                                          # difference does
             got = dec.resolve((int(items[pos[k]]) & mask).to_bytes(KEY_LEN, "little"), -1)
             gone[pos[k]] = True
             found += got
@@ -773,6 +846,13 @@ class RatelessMachine:
         found, d_est = estimate()
         self.stats["estimate"] = d_est
         m = stream_length(k1, d_est)
+        residual = [dec.residual(i, i + 1) for i in range(k1)]
+        if d_est <= FIRST_SEARCH_MAX * k1 \
+                and len(set(v for v in residual if any(v))) <= FIRST_REST_VALUES:
+            # a few keys left (two of I's that map to the same first symbols leave one
+            # value in every nonzero symbol: no peeling and no search of ours separates
+            # them): the residual alone, and I, who holds them, searches its own keys
+            m = k1
         ms, _ = self._limits()
         if m * SYMBOL_SIZE >= self.n0 * KEY_LEN or m > ms:
             # listing our keys is cheaper (or the stream would pass our bounds)
@@ -784,13 +864,7 @@ class RatelessMachine:
             return self._out(f, FLAG_END)
         self._send_elements(f, dec.local_keys)
         self._want(f, dec.remote_keys)
-        rb = bytearray()
-        nz = [i for i in range(k1) if not dec.is_zero(i)]
-        bitmap = bytearray((k1 + 7) // 8)
-        for i in nz:
-            bitmap[i // 8] |= 1 << (i % 8)
-            rb += dec.residual(i, i + 1)
-        f.add(SEC_RESIDUAL, _varint(0) + _varint(k1) + bytes(bitmap) + bytes(rb))
+        f.add(SEC_RESIDUAL, pack_residual(0, residual))
         self._symbols(f, k1, m)
         self._stream_end = m
         self.state = R_WAIT_F3
@@ -853,19 +927,4 @@ class RatelessMachine:
         return wants, elements, residual, symbols, keys
 
     def _parse_residual(self, p):
-        start, q = _read_varint(p, 0)
-        count, q = _read_varint(p, q)
-        if count > self.cfg.rl_first_symbols_max or count > self._sent_symbols:
-            raise SetuError("bad symbols", "residual of %d symbols" % count)
-        nb = (count + 7) // 8
-        bitmap = p[q:q + nb]
-        body = p[q + nb:]
-        if len(bitmap) != nb:
-            raise SetuError("bad message", "residual bitmap")
-        nz = [i for i in range(count) if bitmap[i // 8] >> (i % 8) & 1]
-        if len(body) != len(nz) * SYMBOL_SIZE:
-            raise SetuError("bad message", "residual length")
-        out = bytearray(count * SYMBOL_SIZE)
-        for j, i in enumerate(nz):
-            out[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE] = body[j * SYMBOL_SIZE:(j + 1) * SYMBOL_SIZE]
-        return start, bytes(out)
+        return unpack_residual(p, min(self.cfg.rl_first_symbols_max, self._sent_symbols))
