@@ -44,7 +44,8 @@ from .rateless_prefix import CODEC, KEY_LEN, SYMBOL_SIZE, candidate_pairs, eleme
 SEC_SYMBOLS = 1       # varint start || symbols
 SEC_PROBES = 2        # 2 bits per probe index (probe_indices), 4 per byte, LSB first
 SEC_RESIDUAL = 3      # varint start || varint count || varint nval || count refs of
-                      # bit_length(nval) bits (0: zero, j: value j) || the nval values
+                      # bit_length(nval) bits (0: zero, j: value j; none when nval = count)
+                      # || the nval values
 SEC_WANTS = 4         # 5-byte keys
 SEC_ELEMENTS = 5      # varint element size || elements of that size
 SEC_MORE = 6          # varint: send symbols up to this index
@@ -287,8 +288,8 @@ def pack_residual(start, syms):
     """RESIDUAL payload for difference symbols start, start+1, ... (8-byte values): each
     distinct nonzero value once, and per symbol a reference of bit_length(values) bits (0 for
     a zero symbol). A stalled small difference leaves few distinct values (two keys that map
-    to the same first symbols leave one), a large one costs 2 bits more per symbol than a
-    bitmap."""
+    to the same first symbols leave one); when every symbol holds its own value (a large
+    difference) the references are implied and left out."""
     vals, refs, where = [], [], {}
     for v in syms:
         if not any(v):
@@ -299,12 +300,18 @@ def pack_residual(start, syms):
             vals.append(v)
             j = where[v] = len(vals)
         refs.append(j)
-    w = len(vals).bit_length()
+    w = _ref_bits(len(vals), len(refs))
     acc = 0
-    for n, r in enumerate(refs):
+    for n, r in enumerate(refs if w else ()):
         acc |= r << (n * w)
     packed = acc.to_bytes((len(refs) * w + 7) // 8, "little")
     return _varint(start) + _varint(len(refs)) + _varint(len(vals)) + bytes(packed) + b"".join(vals)
+
+
+def _ref_bits(nval, count):
+    """Bits per reference: none when every symbol holds its own value (they come in order of
+    first appearance, so the references are 1, 2, ... count), as after a large difference."""
+    return 0 if nval == count else nval.bit_length()
 
 
 def unpack_residual(p, max_count):
@@ -316,7 +323,7 @@ def unpack_residual(p, max_count):
         raise SetuError("bad symbols", "residual of %d symbols" % count)
     if nval > count:
         raise SetuError("bad message", "residual values")
-    w = nval.bit_length()
+    w = _ref_bits(nval, count)
     nb = (count * w + 7) // 8
     if len(p) - q != nb + nval * SYMBOL_SIZE:
         raise SetuError("bad message", "residual length")
@@ -325,7 +332,7 @@ def unpack_residual(p, max_count):
     out = bytearray(count * SYMBOL_SIZE)
     mask = (1 << w) - 1
     for i in range(count):
-        j = (refs >> (i * w)) & mask
+        j = (refs >> (i * w)) & mask if w else (i + 1 if nval == count else 0)
         if j > nval:
             raise SetuError("bad message", "residual reference")
         if j:
