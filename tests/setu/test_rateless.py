@@ -115,6 +115,7 @@ def test_short_stream_recovered_by_the_own_key_search_in_two_round_trips(monkeyp
     # Force the responder to stream about 1.0 symbol per difference (plain peeling needs
     # 1.35-1.7): the initiator's own-key search must finish the decode, no MORE exchange.
     monkeypatch.setattr(RL, "STREAM_FACTOR", 1.0)
+    monkeypatch.setattr(RL, "STREAM_FACTOR_SMALL", 1.0)
     monkeypatch.setattr(RL, "estimate_difference", lambda obs, lo, hi: max(lo, 400))
     recovered = 0
     for seed in range(4):
@@ -130,6 +131,7 @@ def test_short_stream_recovered_by_the_own_key_search_in_two_round_trips(monkeyp
 
 def test_search_budget_bounds_the_work_and_falls_back_to_more(monkeypatch):
     monkeypatch.setattr(RL, "STREAM_FACTOR", 1.0)
+    monkeypatch.setattr(RL, "STREAM_FACTOR_SMALL", 1.0)
     monkeypatch.setattr(RL, "estimate_difference", lambda obs, lo, hi: max(lo, 400))
     A, B = make_sets(3000, 200, 200, seed=1)
     cfg = Config(profile_id=C.PROFILE_RATELESS, rl_search_tests=50)
@@ -268,16 +270,19 @@ def test_estimate_is_near_the_difference():
 
 def test_stream_size_lands_in_the_measured_window_from_both_tails_of_the_estimate():
     # A stream of m symbols passes (2 round trips, <= 2.0 x 32 d bytes) when it holds at least
-    # ~1.05 d (d = 100) to 0.95 d (d = 1000) symbols and at most 3.69 d - 37 (docs/setu.md,
-    # "Why not always"). The estimate's 5-95 % range lies within 0.58-1.75 d: streams sized
-    # from both ends must land inside (1.5 per estimated difference falls short at
-    # d = 1000, 1.8 overshoots at d = 100).
+    # ~1.1 d (d = 100) to 0.95 d (d = 1000) symbols and at most 3.69 d - 36 (docs/setu.md,
+    # "What holds now"). The estimate's 1-99 % range lies within 0.6-1.75 d: streams sized
+    # from both ends must land inside; the factor rises from 1.55 (d = 100, where the window
+    # is narrowest) to 1.8 (d = 1000, where a short stream is the risk).
     k1 = RL.FIRST_SYMBOLS
-    for d, need in ((100, 1.05), (300, 1.0), (1000, 0.95)):
-        assert RL.stream_length(k1, int(0.58 * d)) >= need * d
-        assert RL.stream_length(k1, int(1.75 * d)) <= 3.69 * d - 37
+    for d, need in ((100, 1.1), (300, 1.0), (1000, 0.95)):
+        assert RL.stream_length(k1, int(0.6 * d)) >= need * d
+        assert RL.stream_length(k1, int(1.75 * d)) <= 3.69 * d - 36
+    assert RL.stream_length(k1, 184) <= 3.69 * 100 - 36        # the 99.9 % quantile at d = 100
+    assert RL.stream_length(k1, 550) >= 0.95 * 1000            # ~the 0.2 % quantile at d = 1000
     sizes = [RL.stream_length(k1, e) for e in range(1, 5000, 7)]
     assert sizes == sorted(sizes)
+    assert RL.stream_factor(50) == RL.STREAM_FACTOR_SMALL and RL.stream_factor(3000) == RL.STREAM_FACTOR
 
 
 def test_responder_streams_what_the_rule_gives_for_its_estimate():

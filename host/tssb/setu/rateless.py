@@ -27,6 +27,7 @@ the sender decoded everything) followed by sections TAG (1) || LEN (varint) || P
 Every bound comes from local configuration and local set sizes (Config.rl_*), never from
 what the peer declares beyond the byzantine upper bound; every abort is SetuError(reason).
 """
+import math
 import time
 from hashlib import sha256
 
@@ -68,19 +69,18 @@ PROBE_GROWTH_FAR = (2, 1) # doubling to the prefix end (d = 1 stays <= 300 B up 
 PROBE_BITS = 1            # bits per probe: 1 bit carries the most information per bit (0.41
                           # nats per bit and e-fold of index density; 2 bits 0.37, 8 bits 0.20)
 PROBE_FALSE_EQUAL = 1 / (1 << PROBE_BITS)   # a differing symbol's probe matches by chance
-STREAM_FACTOR = 1.7       # symbols streamed per estimated difference. A stream of m symbols
-                          # (first flight included) passes the issue's bars in a window
-                          # (bench_setu.py --stream-per-diff, 30 seeds at n = 10^4): it decodes
-                          # in 2 round trips (own-key search included) from ~1.05 d at d = 100,
-                          # ~1.0 d at 300 and ~0.95 d at 1000, and stays within 2.0 x 32 d bytes
-                          # up to ~3.69 d - 37 (each difference costs its element and half a
-                          # want, 34.5 bytes; first flight and residual ~300): 3.3 d at 100,
-                          # 3.65 d at 1000. The estimate spreads ~0.28-0.33 in log d
-                          # (bench_setu.py --estimates), wider than the window allows at its
-                          # 1-99 % tails. Chosen on paired seed sweeps (same sets for every
-                          # factor; docs/setu.md): 1.5 loses the low tail at d = 1000 (MORE,
-                          # 3 round trips), 1.8 the high tail at d = 100 (over 2.0 x); rules
-                          # rising with the estimate (1.5 -> 1.75) did no better
+STREAM_FACTOR = 1.8       # symbols streamed per estimated difference from STREAM_RISE[1] on,
+STREAM_FACTOR_SMALL = 1.55  # ... up to STREAM_RISE[0], in between interpolated in log d.
+STREAM_RISE = (100, 1000) # A stream of m symbols (first flight included) passes the issue's
+                          # bars in a window (bench_setu.py --stream-per-diff): it decodes in
+                          # 2 round trips (own-key search included) from ~1.05-1.1 d at
+                          # d = 100, ~1.0 d at 300 and ~0.95 d at 1000, and stays within
+                          # 2.0 x 32 d bytes up to ~3.69 d - 36 (each difference costs its
+                          # element and half a want, 34.5 bytes; first flight and residual
+                          # ~420). With the offset k1 + STREAM_EXTRA the window's log-centre
+                          # is ~1.55 per estimated difference at d = 100 and ~1.8 at 1000; the
+                          # estimate spreads ~0.20-0.22 in log d (bench_setu.py --estimates),
+                          # its upper tail heavier than that at d = 100 (docs/setu.md)
 STREAM_EXTRA = 8
 DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 2000); extended on demand
 PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
@@ -367,9 +367,21 @@ def estimate_difference(observations, lo, hi):
     return int(max(lo, min(hi, ds[int(np.argmax(ll))])))
 
 
+def stream_factor(d_est):
+    """Symbols per estimated difference: STREAM_FACTOR_SMALL up to STREAM_RISE[0],
+    STREAM_FACTOR from STREAM_RISE[1], in between linear in log d."""
+    lo, hi = STREAM_RISE
+    if d_est <= lo:
+        return STREAM_FACTOR_SMALL
+    if d_est >= hi:
+        return STREAM_FACTOR
+    t = math.log(d_est / lo) / math.log(hi / lo)
+    return STREAM_FACTOR_SMALL + t * (STREAM_FACTOR - STREAM_FACTOR_SMALL)
+
+
 def stream_length(k1, d_est):
     """Symbols R streams in all (the first flight's k1 included) for an estimated difference."""
-    return k1 + int(STREAM_FACTOR * d_est) + STREAM_EXTRA
+    return k1 + int(stream_factor(d_est) * d_est) + STREAM_EXTRA
 
 
 def _residual_sums(dec):
