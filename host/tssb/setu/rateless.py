@@ -15,7 +15,9 @@ Flights (I initiator, R responder; see docs/setu.md "Profile rateless"):
              F3 I->R  RL{ELEMENTS (wanted)}                     (only when R wanted any)
    not yet:  F2 R->I  RL{ELEMENTS, WANTS (what R decoded so far), RESIDUAL 0..k1,
                          SYMBOLS k1..m of R's own set}  with m from R's estimate of the
-                         difference (PROBES), or KEYS (all of R's keys) when that is cheaper
+                         difference (PROBES), or KEYS (all of R's keys) when that is cheaper;
+                         no SYMBOLS (m = k1) when a small difference left a residual of
+                         few distinct values (FIRST_REST_VALUES): I searches its own keys
              I peels; if that stalls, I searches its own keys (own_key_search), which
              decodes from ~0.9-1.1 symbols per difference instead of 1.35-1.7
              F3 I->R  RL{DONE, ELEMENTS (I-only), WANTS (R-only keys)}, or RL{MORE m2} when
