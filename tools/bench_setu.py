@@ -12,12 +12,13 @@ cost of appending elements to a set with the rateless state (hash, key index, pr
 
 `--stream-per-diff X` makes the responder stream X symbols per true difference (first flight
 included) instead of sizing the stream from its estimate: the window of X that passes (2 round
-trips, ratio_32d <= 2.0) is what rateless.STREAM_FACTOR aims for. `--stream-factor F` replaces
-that factor (the sets depend only on --seed, so factors compare on the same sets).
-`--estimates N` only simulates the responder's estimate of d (N random differences per d: the
-first flight's exact comparisons and probes, from the difference's own symbols) and prints its
-spread and how often a stream of each factor lands in that window (docs/setu.md, "Why not
-always").
+trips, ratio_32d <= 2.0) is what rateless.stream_factor aims for. `--stream-factor F` replaces
+that rule by a constant factor (the sets depend only on --seed, so factors compare on the same
+sets). `--estimates N` only simulates the responder's estimate of d (N random differences per
+d: the first flight's exact comparisons and probes, from the difference's own symbols) and
+prints its spread and how often a stream of each factor lands in that window (docs/setu.md,
+"What holds now"). `--first-at initiator` puts the first differing element (the only one at
+d = 1) at the initiator.
 
 `--spread uniform` places the differing elements at random positions of the key order the
 rateless state keeps (as if they had been inserted at random times before the state was
