@@ -2,8 +2,9 @@
 
 The initiator opens with an RL_REQUEST (type MSG_RL_REQUEST) instead of the GNUnet
 OPERATION_REQUEST: version, a 4-byte tag of the application id, its element count, then the
-flags and sections of its first RL message, ~70 bytes less than the OPERATION_REQUEST and a
-separate RL message (the 64-byte application id alone is 64), spent on probes. After it, both
+flags and sections of its first RL message: 72 bytes less than the OPERATION_REQUEST and a
+separate RL message (the 64-byte application id alone is 64), spent on the first flight's
+symbols and probes. After it, both
 ends exchange only RL messages (type MSG_RL). A GNUnet peer never sees either. Coded symbols
 are tinyssb.codedsym's with KEY 5 || CHK 3 bytes and no COUNT (rateless_prefix.CODEC): 8 bytes.
 
@@ -60,12 +61,12 @@ FLAG_DONE = 2
 RL_VERSION = 1            # RL_REQUEST version: this module's first flight (probe schedule)
 APP_TAG_LEN = 4           # bytes of the application id an RL_REQUEST carries
 
-FIRST_SYMBOLS = 21        # k1: the first flight decodes d = 10 at R in ~99 % of runs (with
-                          # R's own-key search; 17: ~97 %), the rest mostly from the residual
-                          # (FIRST_REST_VALUES); bytes from the d = 1 bar (F1 <= 248: an element
-                          # only I holds costs F1 + 52)
+FIRST_SYMBOLS = 21        # k1: the first flight decodes d = 10 at R in ~99 % of runs at
+                          # n = 10^4 (with R's own-key search; 17: ~97 %), the rest mostly from
+                          # the residual (FIRST_REST_VALUES); bytes from the d = 1 bar (F1 <=
+                          # 248: an element only I holds costs F1 + 52)
 PROBE_GROWTH = (1014, 1000)   # probe indices grow by 1.4 % from k1 (~55 bytes of 1-bit probes
-                          # estimate d with a spread of ~0.19-0.20 in log; 2 %, ~41 bytes: 0.24)
+                          # estimate d with a spread of ~0.20-0.22 in log; 2 %, ~41 bytes: 0.24)
 PROBE_DENSE_END = 8192    # ... to here (d up to ~4000), then
 PROBE_GROWTH_FAR = (2, 1) # doubling to the prefix end (d = 1 stays <= 300 B up to n = 10^6)
 PROBE_BITS = 1            # bits per probe: 1 bit carries the most information per bit (0.41
