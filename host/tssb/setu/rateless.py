@@ -103,6 +103,7 @@ SEARCH_MAX_FALSE = 2.0 ** -12   # ... and expected false keys per search (a test
                               # the first flight's search tests, weigh most): ~2.4 x 10^-4
                               # before the rest's other indices are checked
 _FALSE_PER_TEST = 2.0 ** -(8 * CODEC.chk_len)
+SEARCH_SHARE_FLOOR = 16       # a test counts at least 1/16 of its raw chance (own_key_search)
 SEARCH_MIN_SYMBOLS = 0.75     # symbols per remaining key below which a search cannot succeed
                               # (measured: none decoded below ~0.8)
 STREAM_ESTIMATE_POINTS = 512  # exact comparisons the initiator's estimate of d uses
@@ -429,6 +430,14 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None, max_false=None)
     order = np.argsort(-idx, kind="stable")
     pos, idx = pos[order], idx[order]
     always = idx < lo0                                # a candidate's top index: always tested
+    # A test at index i resolves a false key when the rest passes the checksum (2^-24), maps
+    # to i and to nonzero symbols only. Our own keys are random to the mapping: the share of
+    # them that are candidates with index i estimates the last two (raw: ~2 / (i + 2)); at
+    # least 1 / SEARCH_SHARE_FLOOR of the raw chance (a small sample, or pairs below lo0
+    # that are not all recorded), never more.
+    raw = 2.0 / (idx + 2.0)
+    seen = np.bincount(idx)[idx] / len(items)
+    weight = np.minimum(raw, np.maximum(seen, raw / SEARCH_SHARE_FLOOR)) * _FALSE_PER_TEST
     tested = np.zeros(len(pos), dtype=np.uint64)     # symbol value at the last test
     gone = np.zeros(len(items), dtype=bool)          # keys resolved
     mask = (1 << (8 * KEY_LEN)) - 1
@@ -443,9 +452,8 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None, max_false=None)
         todo = np.concatenate((np.nonzero(live & (tested != 0) & (cur != tested))[0],
                                np.nonzero(live & (tested == 0))[0]))
         todo = todo[:min(chunk, max_tests - tests)]
-        # a test at index i resolves a false key with probability 2^-24 (checksum) times
-        # ~2 / (i + 2) (a random rest maps there): keep the expected false keys in budget
-        cum = risk + np.cumsum(2.0 / (idx[todo] + 2.0)) * _FALSE_PER_TEST
+        # keep the expected false keys (weight, above) in budget
+        cum = risk + np.cumsum(weight[todo])
         todo = todo[:int(np.searchsorted(cum, max_false, side="right"))]
         if not len(todo):
             break
