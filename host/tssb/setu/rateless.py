@@ -98,10 +98,10 @@ SEARCH_MAX_SECONDS = 2.0      # ... and wall time (checked between passes of <= 
 SEARCH_CHUNKS = 16            # a pass tests at most 1/16 of the budget, the symbols that
 SEARCH_MIN_CHUNK = 4096       # changed first (each resolve peels on), then untested ones
 SEARCH_MAX_PASSES = 96        # passes in all
-SEARCH_MAX_FALSE = 2.0 ** -12   # ... and expected false keys per search (a test at index i
-                              # passes by chance with 2^-24 x ~2 / (i + 2); low indices, where
-                              # the first flight's search tests, weigh most): ~2.4 x 10^-4
-                              # before the rest's other indices are checked
+SEARCH_MAX_FALSE = 2.0 ** -12   # ... and expected false keys per search (~2.4 x 10^-4; a
+                              # test at index i passes by chance with 2^-24 x the share of keys
+                              # that map to i and to nonzero symbols only, own_key_search; low
+                              # indices, where the first flight's search tests, weigh most)
 _FALSE_PER_TEST = 2.0 ** -(8 * CODEC.chk_len)
 SEARCH_SHARE_FLOOR = 16       # a test counts at least 1/16 of its raw chance (own_key_search)
 SEARCH_MIN_SYMBOLS = 0.75     # symbols per remaining key below which a search cannot succeed
