@@ -17,7 +17,7 @@ def register(subparsers):
     p.add_argument("--peer", required=True, metavar="HOST:PORT", help="the peer's `tssb serve` address")
     p.add_argument("--profile", choices=("rateless", "tssb2", "gnunet"), default="rateless",
                    help="rateless (default: coded symbols, 1-2 round trips, state kept in the "
-                        "store; tries tssb2 once if its symbols never decode), tssb2 (estimator + IBFs, GNUnet's flaws fixed) or gnunet "
+                        "store; tries tssb2 once if its symbols never decode or the peer refuses it), tssb2 (estimator + IBFs, GNUnet's flaws fixed) or gnunet "
                         "(GNUnet-identical IBFs)")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for any one message (default 60)")
@@ -87,14 +87,24 @@ def run(args):
                 # Coded symbols that never decode are rare (a stream far below the
                 # difference, or a false purity: 2^-24 per checksum test) and repeat for
                 # the same two sets: one try with the estimator and IBFs, which do not.
-                if pid != C.PROFILE_RATELESS or e.reason != NEVER_DECODES:
+                # A peer that closes at the RL_REQUEST without a word is an older host of
+                # ours (an unknown message type to it) or one that does not allow the
+                # profile: it speaks tssb2.
+                refused = e.reason == "peer closed" and getattr(e, "unanswered", False)
+                if pid != C.PROFILE_RATELESS or not (e.reason == NEVER_DECODES or refused):
                     raise
                 failed(e.reason)
-                print("rateless sync did not decode (%s); trying again with profile tssb2"
-                      % e, file=sys.stderr)
+                if refused:
+                    print("the peer closed at the rateless request (an older host, or the "
+                          "profile not allowed); trying again with profile tssb2",
+                          file=sys.stderr)
+                else:
+                    print("rateless sync did not decode (%s); trying again with profile "
+                          "tssb2" % e, file=sys.stderr)
                 pid = C.PROFILE_TSSB2
                 res = attempt(pid)
                 res["fallback_from"] = "rateless"
+                res["fallback_reason"] = "refused" if refused else NEVER_DECODES
         except SetuError as e:
             failed(e.reason)
             raise CliError("sync with %s failed: %s" % (args.peer, e), EXIT_FAILURE)
@@ -119,7 +129,8 @@ def run(args):
     else:
         print("mode %s (profile %s%s), %d IBF round(s), %d decode failure(s)"
               % (res["mode"], res["profile"],
-                 ", after rateless did not decode" if res.get("fallback_from") else "",
+                 "" if not res.get("fallback_from") else ", after rateless was refused"
+                 if res.get("fallback_reason") == "refused" else ", after rateless did not decode",
                  res["rounds"], res["decode_failures"]))
     print("bytes: %d sent, %d received; elements: %d sent, %d received"
           % (res["bytes_sent"], res["bytes_recv"], res["elements_sent"], res["elements_recv"]))

@@ -25,7 +25,7 @@ MSG_NAMES = {
     MSG_OFFER: "OFFER", MSG_OPERATION_REQUEST: "OPERATION_REQUEST", MSG_SE: "SE",
     MSG_IBF: "IBF", MSG_ELEMENTS: "ELEMENT", MSG_IBF_LAST: "IBF_LAST", MSG_DONE: "DONE",
     MSG_SEC: "SEC", MSG_FULL_DONE: "FULL_DONE", MSG_FULL_ELEMENT: "FULL_ELEMENT",
-    MSG_SEND_FULL: "SEND_FULL", 7401: "RL",
+    MSG_SEND_FULL: "SEND_FULL", 7400: "RL_REQUEST", 7401: "RL",
 }
 
 MAX_MESSAGE_SIZE = 65535        # 16-bit MSG SIZE field (draft 6.x); GNUnet's IBF slices overflow it
@@ -70,6 +70,10 @@ PROFILE_TSSB2 = 1               # non-linear check hash, linear decoder, foldabl
 PROFILE_RATELESS = 2            # rateless coded symbols instead of estimator + IBF (rateless.py)
 PROFILE_NAMES = {PROFILE_GNUNET: "gnunet", PROFILE_TSSB2: "tssb2", PROFILE_RATELESS: "rateless"}
 
-# The rateless profile's one message type. Outside GNUnet's SETU range (559-571, 710); sent
-# only after both ends agreed on the profile in the OPERATION_REQUEST.
+# The rateless profile's two message types, outside GNUnet's SETU range (559-571, 710).
+# RL_REQUEST opens the operation in place of the OPERATION_REQUEST (rateless.py: version,
+# a 4-byte application tag, the element count, then the first RL message's flags and
+# sections); RL carries every later flight. A GNUnet peer never speaks our sessions and
+# never receives either; an OPERATION_REQUEST proposing the profile is refused.
+MSG_RL_REQUEST = 7400
 MSG_RL = 7401

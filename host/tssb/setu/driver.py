@@ -23,7 +23,8 @@ from .machine import Reconciler
 DEFAULT_IDLE_TIMEOUT = PEER_TIMEOUT_S  # seconds to wait for a message, or to send one
 # Messages whose handling may touch every element of our set or every bucket of an IBF
 # (or, for the rateless profile, peel coded symbols).
-HEAVY = frozenset((C.MSG_OPERATION_REQUEST, C.MSG_SE, C.MSG_SEC, C.MSG_IBF_LAST, C.MSG_RL))
+HEAVY = frozenset((C.MSG_OPERATION_REQUEST, C.MSG_SE, C.MSG_SEC, C.MSG_IBF_LAST,
+                   C.MSG_RL_REQUEST, C.MSG_RL))
 
 
 def _msg_type(buf):
@@ -47,7 +48,8 @@ async def reconcile(channel, eset, initiator, config=None, progress=None,
         dict: the machine's stats plus bytes_sent, bytes_recv, msgs_sent, msgs_recv,
         duration_ms, ok=True.
     Raises:
-        SetuError: protocol abort (reason in .reason), timeout or peer closed.
+        SetuError: protocol abort (reason in .reason), timeout or peer closed ("peer
+            closed"; its `unanswered` is True when the peer sent nothing at all).
         BudgetExceeded: the peer made us hold more than the budget allows.
     """
     if budget is None:
@@ -106,8 +108,12 @@ async def reconcile(channel, eset, initiator, config=None, progress=None,
                 m.abort("timeout")
                 raise SetuError("timeout", "no message for %.0f s" % idle_timeout)
             except ChannelClosed:
+                state = m.state
                 m.abort("peer closed")
-                raise SetuError("peer closed", "in state %s" % m.state)
+                err = SetuError("peer closed", "in state %s%s" % (
+                    state, "" if n else ", before any answer"))
+                err.unanswered = not n     # e.g. a peer that refused our opening message
+                raise err
             if _msg_type(buf) in HEAVY:
                 queue(await offload(budget, m.receive, buf))
             else:

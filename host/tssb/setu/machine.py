@@ -23,8 +23,11 @@ Differential mode, as run here (the channel is ordered and reliable):
 Full mode: SEND_FULL or REQUEST_FULL, the first sender's FULL_ELEMENTs and FULL_DONE (the
 XOR of the hashes it sent), then the receiver's missing elements and FULL_DONE with the
 union checksum.
-Profile `rateless`: after the OPERATION_REQUEST the Reconciler hands every message to a
-rateless.RatelessMachine (coded symbols instead of estimator and IBFs).
+Profile `rateless`: the initiator opens with an RL_REQUEST instead of the OPERATION_REQUEST
+(rateless.request: a short application tag, the element count and the first coded symbols
+in one message); from it on the Reconciler hands every message to a
+rateless.RatelessMachine (coded symbols instead of estimator and IBFs). An
+OPERATION_REQUEST proposing the profile (an older peer of ours) is refused.
 
 Resources: IBF buckets are charged to the operation's budget (tssb.session.budget,
 "ibf_buckets") while held: a received IBF from its first slice until it is decoded, the
@@ -196,10 +199,8 @@ class Reconciler:
         flags = {None: 0, "full": M.FLAG_FORCE_FULL, "differential": M.FLAG_FORCE_DIFF}[self.cfg.force]
         self._flags = flags
         if self.cfg.profile_id == C.PROFILE_RATELESS:
-            app = M.app_data(C.PROFILE_RATELESS, 0, self.eset.avg_element_size())
             self._rl = RL.RatelessMachine(self.eset, True, self.cfg, self.stats)
-            opreq = M.operation_request(len(self.eset), self.cfg.app_id, app)
-            out = self._rl.start(opreq)
+            out = self._rl.start(self.cfg.app_id)
             self.state = self._rl.state
             return out
         self.stats["profile"] = self.profile.name
@@ -222,6 +223,9 @@ class Reconciler:
                 out = self._rl.receive(buf)
                 self.state = self._rl.state
                 return out
+            if self.state == EXPECT_CONN and len(buf) >= C.HEADER_SIZE \
+                    and int.from_bytes(buf[2:4], "big") == C.MSG_RL_REQUEST:
+                return self._on_rl_request(buf)
             msg = M.decode(buf)
             name = TRANSITIONS.get((self.state, msg.type))
             if name is None:
@@ -303,15 +307,12 @@ class Reconciler:
             raise SetuError("forced mode refused")
         if not cfg.lower_bound <= msg.element_count <= cfg.upper_bound:
             raise SetuError("byzantine bound", "remote element count %d" % msg.element_count)
-        if msg.profile == C.PROFILE_RATELESS and msg.flags:
-            raise SetuError("forced mode refused", "the rateless profile has no modes")
+        if msg.profile == C.PROFILE_RATELESS:
+            # an older peer of ours: the profile now opens with an RL_REQUEST (its own
+            # first flight, which the one following this request would not match)
+            raise SetuError("profile not agreed", "rateless opens with RL_REQUEST")
         if self._provider is not None:
             self.eset = self._provider.for_profile(msg.profile)
-        if msg.profile == C.PROFILE_RATELESS:
-            self._rl = RL.RatelessMachine(self.eset, False, cfg, self.stats, msg.element_count)
-            self._rl.expect_first_flight()
-            self.state = self._rl.state
-            return
         self.profile = get_profile(msg.profile)
         self.stats["profile"] = self.profile.name
         self._flags = msg.flags
@@ -332,6 +333,27 @@ class Reconciler:
             raise SetuError("strata estimator too large")
         out.append(M.strata(count, n, blob, cfg.compress_se))
         self.state = EXPECT_IBF
+
+    def _on_rl_request(self, buf):
+        """The rateless profile's opening: the same checks as an OPERATION_REQUEST's
+        (application, profile, byzantine bound), then its first flight."""
+        cfg = self.cfg
+        version, tag, count, first = RL.parse_request(buf)
+        if tag != RL.app_tag(cfg.app_id):
+            raise SetuError("unknown application")
+        if C.PROFILE_RATELESS not in cfg.allowed_profiles:
+            raise SetuError("profile not agreed", "profile %d" % C.PROFILE_RATELESS)
+        if version != RL.RL_VERSION:
+            raise SetuError("profile not agreed", "rateless version %d" % version)
+        if not cfg.lower_bound <= count <= cfg.upper_bound:
+            raise SetuError("byzantine bound", "remote element count %d" % count)
+        if self._provider is not None:
+            self.eset = self._provider.for_profile(C.PROFILE_RATELESS)
+        self._rl = RL.RatelessMachine(self.eset, False, cfg, self.stats, count)
+        self._rl.expect_first_flight()
+        out = self._rl.receive(first)
+        self.state = self._rl.state
+        return out
 
     def _on_se(self, msg, out):
         cfg = self.cfg

@@ -1,18 +1,24 @@
 """SETU profile `rateless` (id 2): set union by rateless coded symbols, in 1-2 round trips.
 
-Agreed in the OPERATION_REQUEST application data like tssb2; after it, both ends exchange only
-RL messages (type MSG_RL), which a GNUnet peer never sees. Coded symbols are
-tinyssb.codedsym's with KEY 5 || CHK 3 bytes and no COUNT (rateless_prefix.CODEC): 8 bytes.
+The initiator opens with an RL_REQUEST (type MSG_RL_REQUEST) instead of the GNUnet
+OPERATION_REQUEST: version, a 4-byte tag of the application id, its element count, then the
+flags and sections of its first RL message: 72 bytes less than the OPERATION_REQUEST and a
+separate RL message (the 64-byte application id alone is 64), spent on the first flight's
+symbols and probes. After it, both
+ends exchange only RL messages (type MSG_RL). A GNUnet peer never sees either. Coded symbols
+are tinyssb.codedsym's with KEY 5 || CHK 3 bytes and no COUNT (rateless_prefix.CODEC): 8 bytes.
 
 Flights (I initiator, R responder; see docs/setu.md "Profile rateless"):
-  F1 I->R  OPERATION_REQUEST, RL{SYMBOLS 0..k1, PROBES}
+  F1 I->R  RL_REQUEST{SYMBOLS 0..k1, PROBES}
   R subtracts its own symbols and peels (and, if that stalls with a small difference, searches
   its own keys: own_key_search).
    decoded:  F2 R->I  RL{DONE, ELEMENTS (R-only), WANTS (I-only keys)}
              F3 I->R  RL{ELEMENTS (wanted)}                     (only when R wanted any)
    not yet:  F2 R->I  RL{ELEMENTS, WANTS (what R decoded so far), RESIDUAL 0..k1,
                          SYMBOLS k1..m of R's own set}  with m from R's estimate of the
-                         difference (PROBES), or KEYS (all of R's keys) when that is cheaper
+                         difference (PROBES), or KEYS (all of R's keys) when that is cheaper;
+                         no SYMBOLS (m = k1) when a small difference left a residual of
+                         few distinct values (FIRST_REST_VALUES): I searches its own keys
              I peels; if that stalls, I searches its own keys (own_key_search), which
              decodes from ~0.9-1.1 symbols per difference instead of 1.35-1.7
              F3 I->R  RL{DONE, ELEMENTS (I-only), WANTS (R-only keys)}, or RL{MORE m2} when
@@ -24,6 +30,7 @@ the sender decoded everything) followed by sections TAG (1) || LEN (varint) || P
 Every bound comes from local configuration and local set sizes (Config.rl_*), never from
 what the peer declares beyond the byzantine upper bound; every abort is SetuError(reason).
 """
+import math
 import time
 from hashlib import sha256
 
@@ -40,7 +47,9 @@ from .rateless_prefix import CODEC, KEY_LEN, SYMBOL_SIZE, candidate_pairs, eleme
 # Sections of an RL message.
 SEC_SYMBOLS = 1       # varint start || symbols
 SEC_PROBES = 2        # 2 bits per probe index (probe_indices), 4 per byte, LSB first
-SEC_RESIDUAL = 3      # varint start || varint count || bitmap || the nonzero symbols
+SEC_RESIDUAL = 3      # varint start || varint count || varint nval || count refs of
+                      # bit_length(nval) bits (0: zero, j: value j; none when nval = count)
+                      # || the nval values
 SEC_WANTS = 4         # 5-byte keys
 SEC_ELEMENTS = 5      # varint element size || elements of that size
 SEC_MORE = 6          # varint: send symbols up to this index
@@ -49,28 +58,32 @@ SEC_KEYS = 7          # all of the sender's keys (full-exchange fallback)
 FLAG_END = 1
 FLAG_DONE = 2
 
-FIRST_SYMBOLS = 17        # k1: decodes d = 10 in the first flight in ~95 % of runs (with the
-                          # responder's own-key search; 18: ~96 %), leaving bytes for probes
-PROBE_GROWTH = (53, 50)   # probe indices grow by 6 % from k1 (~27 bytes estimate d with a
-                          # spread of ~0.27 in log; 10 % and ~19 bytes: ~0.36) ...
+RL_VERSION = 1            # RL_REQUEST version: this module's first flight (probe schedule)
+APP_TAG_LEN = 4           # bytes of the application id an RL_REQUEST carries
+
+FIRST_SYMBOLS = 21        # k1: the first flight decodes d = 10 at R in ~99 % of runs at
+                          # n = 10^4 (with R's own-key search; 17: ~97 %), the rest mostly from
+                          # the residual (FIRST_REST_VALUES); bytes from the d = 1 bar (F1 <=
+                          # 248: an element only I holds costs F1 + 52)
+PROBE_GROWTH = (1014, 1000)   # probe indices grow by 1.4 % from k1 (~55 bytes of 1-bit probes
+                          # estimate d with a spread of ~0.20-0.22 in log; 2 %, ~41 bytes: 0.24)
 PROBE_DENSE_END = 8192    # ... to here (d up to ~4000), then
 PROBE_GROWTH_FAR = (2, 1) # doubling to the prefix end (d = 1 stays <= 300 B up to n = 10^6)
-PROBE_BITS = 2            # bits per probe: 1 to 8 bits carry about the same information
-                          # per byte (Fisher information of a probe of false-match rate 2^-b)
+PROBE_BITS = 1            # bits per probe: 1 bit carries the most information per bit (0.41
+                          # nats per bit and e-fold of index density; 2 bits 0.37, 8 bits 0.20)
 PROBE_FALSE_EQUAL = 1 / (1 << PROBE_BITS)   # a differing symbol's probe matches by chance
-STREAM_FACTOR = 1.7       # symbols streamed per estimated difference. A stream of m symbols
-                          # (first flight included) passes the issue's bars in a window
-                          # (bench_setu.py --stream-per-diff, 30 seeds at n = 10^4): it decodes
-                          # in 2 round trips (own-key search included) from ~1.05 d at d = 100,
-                          # ~1.0 d at 300 and ~0.95 d at 1000, and stays within 2.0 x 32 d bytes
-                          # up to ~3.69 d - 37 (each difference costs its element and half a
-                          # want, 34.5 bytes; first flight and residual ~300): 3.3 d at 100,
-                          # 3.65 d at 1000. The estimate spreads ~0.28-0.33 in log d
-                          # (bench_setu.py --estimates), wider than the window allows at its
-                          # 1-99 % tails. Chosen on paired seed sweeps (same sets for every
-                          # factor; docs/setu.md): 1.5 loses the low tail at d = 1000 (MORE,
-                          # 3 round trips), 1.8 the high tail at d = 100 (over 2.0 x); rules
-                          # rising with the estimate (1.5 -> 1.75) did no better
+STREAM_FACTOR = 1.8       # symbols streamed per estimated difference from STREAM_RISE[1] on,
+STREAM_FACTOR_SMALL = 1.55  # ... up to STREAM_RISE[0], in between interpolated in log d.
+STREAM_RISE = (100, 1000) # A stream of m symbols (first flight included) passes the issue's
+                          # bars in a window (bench_setu.py --stream-per-diff): it decodes in
+                          # 2 round trips (own-key search included) from ~1.05-1.1 d at
+                          # d = 100, ~1.0 d at 300 and ~0.95 d at 1000, and stays within
+                          # 2.0 x 32 d bytes up to ~3.69 d - 36 (each difference costs its
+                          # element and half a want, 34.5 bytes; first flight and residual
+                          # ~420). With the offset k1 + STREAM_EXTRA the window's log-centre
+                          # is ~1.55 per estimated difference at d = 100 and ~1.8 at 1000; the
+                          # estimate spreads ~0.20-0.22 in log d (bench_setu.py --estimates),
+                          # its upper tail heavier than that at d = 100 (docs/setu.md)
 STREAM_EXTRA = 8
 DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 2000); extended on demand
 PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
@@ -85,11 +98,21 @@ SEARCH_MAX_SECONDS = 2.0      # ... and wall time (checked between passes of <= 
 SEARCH_CHUNKS = 16            # a pass tests at most 1/16 of the budget, the symbols that
 SEARCH_MIN_CHUNK = 4096       # changed first (each resolve peels on), then untested ones
 SEARCH_MAX_PASSES = 96        # passes in all
+SEARCH_MAX_FALSE = 2.0 ** -12   # ... and expected false keys per search (~2.4 x 10^-4; a
+                              # test at index i passes by chance with 2^-24 x the share of keys
+                              # that map to i and to nonzero symbols only, own_key_search; low
+                              # indices, where the first flight's search tests, weigh most)
+_FALSE_PER_TEST = 2.0 ** -(8 * CODEC.chk_len)
+SEARCH_SHARE_FLOOR = 16       # a test counts at least 1/16 of its raw chance (own_key_search)
 SEARCH_MIN_SYMBOLS = 0.75     # symbols per remaining key below which a search cannot succeed
                               # (measured: none decoded below ~0.8)
 STREAM_ESTIMATE_POINTS = 512  # exact comparisons the initiator's estimate of d uses
 FIRST_SEARCH_MAX = 2          # R searches after the first flight while the probes say d <= 2 k1
                               # (their estimate spreads 0.5-2x; beyond, a search cannot succeed)
+FIRST_REST_VALUES = 8         # R streams nothing, sends only the residual, when the first
+                              # flight stalled with a small estimate and its residual holds at
+                              # most this many distinct nonzero values (a few keys left, mostly
+                              # I's: I searches its own; d = 30 leaves 15-21 of 21)
 SEARCH_MAX_LOAD = 3           # test a key only at symbols holding about this many keys or fewer
 MAX_FLIGHT_SECTIONS = 4096    # sections buffered until a flight's END (honest: ~1 per message)
 MAX_FLIGHT_BYTES = 64 << 20   # bytes buffered until END: 8 MiB of symbols at MAX_RL_SYMBOLS
@@ -184,6 +207,36 @@ def parse(buf):
     return flags, secs
 
 
+def app_tag(app_id):
+    """The RL_REQUEST's application tag: the first APP_TAG_LEN bytes of the 64-byte id (a
+    hash already: GNUnet application ids are HashCodes, ours is SHA-512 of a name)."""
+    return bytes(app_id[:APP_TAG_LEN])
+
+
+def request(tag, element_count, first):
+    """RL_REQUEST = MSG SIZE || MSG TYPE || VERSION (1) || APP TAG (4) || ELEMENT COUNT
+    (varint) || the FLAGS and sections of `first` (an encoded RL message)."""
+    return M._frame(C.MSG_RL_REQUEST, bytes((RL_VERSION,)) + tag + _varint(element_count)
+                    + bytes(first[C.HEADER_SIZE:]))
+
+
+def parse_request(buf):
+    """(version, application tag, element count, the first RL message re-framed) of an
+    RL_REQUEST; raises SetuError("bad message"). The RL part is checked by parse()."""
+    buf = bytes(buf)
+    if len(buf) < C.HEADER_SIZE + 1 + APP_TAG_LEN + 2 or len(buf) > C.MAX_MESSAGE_SIZE:
+        raise SetuError("bad message", "rl request length")
+    if int.from_bytes(buf[:2], "big") != len(buf) \
+            or int.from_bytes(buf[2:4], "big") != C.MSG_RL_REQUEST:
+        raise SetuError("bad message", "rl request header")
+    p = C.HEADER_SIZE
+    version, tag = buf[p], buf[p + 1:p + 1 + APP_TAG_LEN]
+    count, p = _read_varint(buf, p + 1 + APP_TAG_LEN)
+    if p >= len(buf):
+        raise SetuError("bad message", "rl request without flags")
+    return version, tag, count, M._frame(C.MSG_RL, buf[p:])
+
+
 def _split_keys(payload):
     if not payload or len(payload) % KEY_LEN:
         raise SetuError("bad message", "key list length")
@@ -235,6 +288,62 @@ def unpack_probes(data, count):
     return [(data[(j * PROBE_BITS) // 8] >> ((j * PROBE_BITS) % 8)) & mask for j in range(count)]
 
 
+def pack_residual(start, syms):
+    """RESIDUAL payload for difference symbols start, start+1, ... (8-byte values): each
+    distinct nonzero value once, and per symbol a reference of bit_length(values) bits (0 for
+    a zero symbol). A stalled small difference leaves few distinct values (two keys that map
+    to the same first symbols leave one); when every symbol holds its own value (a large
+    difference) the references are implied and left out."""
+    vals, refs, where = [], [], {}
+    for v in syms:
+        if not any(v):
+            refs.append(0)
+            continue
+        j = where.get(v)
+        if j is None:
+            vals.append(v)
+            j = where[v] = len(vals)
+        refs.append(j)
+    w = _ref_bits(len(vals), len(refs))
+    acc = 0
+    for n, r in enumerate(refs if w else ()):
+        acc |= r << (n * w)
+    packed = acc.to_bytes((len(refs) * w + 7) // 8, "little")
+    return _varint(start) + _varint(len(refs)) + _varint(len(vals)) + bytes(packed) + b"".join(vals)
+
+
+def _ref_bits(nval, count):
+    """Bits per reference: none when every symbol holds its own value (they come in order of
+    first appearance, so the references are 1, 2, ... count), as after a large difference."""
+    return 0 if nval == count else nval.bit_length()
+
+
+def unpack_residual(p, max_count):
+    """(start, symbols as bytes) of a RESIDUAL payload; count bounded by `max_count`."""
+    start, q = _read_varint(p, 0)
+    count, q = _read_varint(p, q)
+    nval, q = _read_varint(p, q)
+    if count > max_count:
+        raise SetuError("bad symbols", "residual of %d symbols" % count)
+    if nval > count:
+        raise SetuError("bad message", "residual values")
+    w = _ref_bits(nval, count)
+    nb = (count * w + 7) // 8
+    if len(p) - q != nb + nval * SYMBOL_SIZE:
+        raise SetuError("bad message", "residual length")
+    refs = int.from_bytes(p[q:q + nb], "little")
+    vals = p[q + nb:]
+    out = bytearray(count * SYMBOL_SIZE)
+    mask = (1 << w) - 1
+    for i in range(count):
+        j = (refs >> (i * w)) & mask if w else (i + 1 if nval == count else 0)
+        if j > nval:
+            raise SetuError("bad message", "residual reference")
+        if j:
+            out[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE] = vals[(j - 1) * SYMBOL_SIZE:j * SYMBOL_SIZE]
+    return start, bytes(out)
+
+
 def estimate_difference(observations, lo, hi):
     """Maximum-likelihood size of the difference from symbol comparisons.
 
@@ -262,9 +371,21 @@ def estimate_difference(observations, lo, hi):
     return int(max(lo, min(hi, ds[int(np.argmax(ll))])))
 
 
+def stream_factor(d_est):
+    """Symbols per estimated difference: STREAM_FACTOR_SMALL up to STREAM_RISE[0],
+    STREAM_FACTOR from STREAM_RISE[1], in between linear in log d."""
+    lo, hi = STREAM_RISE
+    if d_est <= lo:
+        return STREAM_FACTOR_SMALL
+    if d_est >= hi:
+        return STREAM_FACTOR
+    t = math.log(d_est / lo) / math.log(hi / lo)
+    return STREAM_FACTOR_SMALL + t * (STREAM_FACTOR - STREAM_FACTOR_SMALL)
+
+
 def stream_length(k1, d_est):
     """Symbols R streams in all (the first flight's k1 included) for an estimated difference."""
-    return k1 + int(STREAM_FACTOR * d_est) + STREAM_EXTRA
+    return k1 + int(stream_factor(d_est) * d_est) + STREAM_EXTRA
 
 
 def _residual_sums(dec):
@@ -272,7 +393,7 @@ def _residual_sums(dec):
     return np.frombuffer(bytes(dec.sums), dtype="<u8")
 
 
-def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
+def own_key_search(dec, prefix, max_tests, d_est, deadline=None, max_false=None):
     """Free a stalled decoder with our own keys (peeling with side information).
 
     A key only we hold that is still in the difference leaves every symbol it maps to
@@ -294,6 +415,8 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
         (keys resolved, tests made).
     """
     items, seeds = prefix.keys_items()
+    if max_false is None:
+        max_false = SEARCH_MAX_FALSE
     if dec.done or not len(items) or max_tests <= 0:
         return 0, 0
 
@@ -307,10 +430,19 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
     order = np.argsort(-idx, kind="stable")
     pos, idx = pos[order], idx[order]
     always = idx < lo0                                # a candidate's top index: always tested
+    # A test at index i resolves a false key when the rest passes the checksum (2^-24), maps
+    # to i and to nonzero symbols only. Our own keys are random to the mapping: the share of
+    # them that are candidates with index i estimates the last two (raw: ~2 / (i + 2)); at
+    # least 1 / SEARCH_SHARE_FLOOR of the raw chance (a small sample, or pairs below lo0
+    # that are not all recorded), never more.
+    raw = 2.0 / (idx + 2.0)
+    seen = np.bincount(idx)[idx] / len(items)
+    weight = np.minimum(raw, np.maximum(seen, raw / SEARCH_SHARE_FLOOR)) * _FALSE_PER_TEST
     tested = np.zeros(len(pos), dtype=np.uint64)     # symbol value at the last test
     gone = np.zeros(len(items), dtype=bool)          # keys resolved
     mask = (1 << (8 * KEY_LEN)) - 1
     found = tests = 0
+    risk = 0.0
     chunk = max(SEARCH_MIN_CHUNK, max_tests // SEARCH_CHUNKS)
     for _ in range(SEARCH_MAX_PASSES):
         cur = _residual_sums(dec)[idx]
@@ -320,8 +452,12 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
         todo = np.concatenate((np.nonzero(live & (tested != 0) & (cur != tested))[0],
                                np.nonzero(live & (tested == 0))[0]))
         todo = todo[:min(chunk, max_tests - tests)]
+        # keep the expected false keys (weight, above) in budget
+        cum = risk + np.cumsum(weight[todo])
+        todo = todo[:int(np.searchsorted(cum, max_false, side="right"))]
         if not len(todo):
             break
+        risk = float(cum[len(todo) - 1])
         tests += len(todo)
         tested[todo] = cur[todo]
         rb = (cur[todo] ^ items[pos[todo]]).astype("<u8").tobytes()
@@ -333,8 +469,11 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None):
             if int.from_bytes(dec.sums[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE], "little") \
                     != int(cur[k]):
                 continue                  # changed since: tested again next pass
-            if i not in codedsym.indices(rb[8 * t:8 * t + KEY_LEN], i + 1):
-                continue                  # a false purity: the key does not map here
+            ys = codedsym.indices(rb[8 * t:8 * t + KEY_LEN], dec.received)
+            if i not in ys or any(dec.is_zero(j) for j in ys):
+                continue                  # a false purity: the rest does not map here, or
+                                          # not to nonzero symbols only, as a key of the
+                                          # difference does
             got = dec.resolve((int(items[pos[k]]) & mask).to_bytes(KEY_LEN, "little"), -1)
             gone[pos[k]] = True
             found += got
@@ -377,7 +516,7 @@ class RatelessMachine:
         initiator: True for I.
         cfg: machine.Config (rl_first_symbols, rl_prefix, rl_max_symbols, upper_bound).
         stats: the Reconciler's stats dict, updated in place.
-        remote_size: R: the element count from the OPERATION_REQUEST (already bounded).
+        remote_size: R: the element count from the RL_REQUEST (already bounded).
     """
 
     def __init__(self, eset, initiator, cfg, stats, remote_size=None):
@@ -514,6 +653,8 @@ class RatelessMachine:
     # -- input -----------------------------------------------------------------------
 
     def receive(self, buf):
+        if len(buf) >= C.HEADER_SIZE and int.from_bytes(buf[2:4], "big") == C.MSG_RL_REQUEST:
+            raise SetuError("unexpected message", "RL_REQUEST in state %s" % self.state)
         flags, secs = parse(buf)
         self._flight.extend(secs)
         self._flight_bytes += len(buf)
@@ -541,15 +682,17 @@ class RatelessMachine:
 
     # -- initiator -------------------------------------------------------------------
 
-    def start(self, opreq):
-        """F1: the OPERATION_REQUEST plus the first symbols and the probes."""
+    def start(self, app_id):
+        """F1: the RL_REQUEST with the first symbols and the probes."""
         f = Flight()
         self._symbols(f, 0, self.k1)
         probes = probe_indices(self.k1, min(self.prefix.m, PREFIX_PER_ELEMENTS * self.n0 + 64))
         f.add(SEC_PROBES, _varint(len(probes)) + pack_probes(
             [probe_value(self.prefix.symbol_int(g)) for g in probes]))
         self.state = I_WAIT_F2
-        return [opreq] + self._out(f, FLAG_END)
+        msgs = self._out(f, FLAG_END)
+        msgs[0] = request(app_tag(app_id), self.n0, msgs[0])
+        return msgs
 
     def _i_on_f2(self, flags, secs):
         self._only(secs, (SEC_SYMBOLS, SEC_RESIDUAL, SEC_WANTS, SEC_ELEMENTS, SEC_KEYS))
@@ -733,6 +876,13 @@ class RatelessMachine:
         found, d_est = estimate()
         self.stats["estimate"] = d_est
         m = stream_length(k1, d_est)
+        residual = [dec.residual(i, i + 1) for i in range(k1)]
+        if d_est <= FIRST_SEARCH_MAX * k1 \
+                and len(set(v for v in residual if any(v))) <= FIRST_REST_VALUES:
+            # a few keys left (two of I's that map to the same first symbols leave one
+            # value in every nonzero symbol: no peeling and no search of ours separates
+            # them): the residual alone, and I, who holds them, searches its own keys
+            m = k1
         ms, _ = self._limits()
         if m * SYMBOL_SIZE >= self.n0 * KEY_LEN or m > ms:
             # listing our keys is cheaper (or the stream would pass our bounds)
@@ -744,13 +894,7 @@ class RatelessMachine:
             return self._out(f, FLAG_END)
         self._send_elements(f, dec.local_keys)
         self._want(f, dec.remote_keys)
-        rb = bytearray()
-        nz = [i for i in range(k1) if not dec.is_zero(i)]
-        bitmap = bytearray((k1 + 7) // 8)
-        for i in nz:
-            bitmap[i // 8] |= 1 << (i % 8)
-            rb += dec.residual(i, i + 1)
-        f.add(SEC_RESIDUAL, _varint(0) + _varint(k1) + bytes(bitmap) + bytes(rb))
+        f.add(SEC_RESIDUAL, pack_residual(0, residual))
         self._symbols(f, k1, m)
         self._stream_end = m
         self.state = R_WAIT_F3
@@ -813,19 +957,4 @@ class RatelessMachine:
         return wants, elements, residual, symbols, keys
 
     def _parse_residual(self, p):
-        start, q = _read_varint(p, 0)
-        count, q = _read_varint(p, q)
-        if count > self.cfg.rl_first_symbols_max or count > self._sent_symbols:
-            raise SetuError("bad symbols", "residual of %d symbols" % count)
-        nb = (count + 7) // 8
-        bitmap = p[q:q + nb]
-        body = p[q + nb:]
-        if len(bitmap) != nb:
-            raise SetuError("bad message", "residual bitmap")
-        nz = [i for i in range(count) if bitmap[i // 8] >> (i % 8) & 1]
-        if len(body) != len(nz) * SYMBOL_SIZE:
-            raise SetuError("bad message", "residual length")
-        out = bytearray(count * SYMBOL_SIZE)
-        for j, i in enumerate(nz):
-            out[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE] = body[j * SYMBOL_SIZE:(j + 1) * SYMBOL_SIZE]
-        return start, bytes(out)
+        return unpack_residual(p, min(self.cfg.rl_first_symbols_max, self._sent_symbols))
