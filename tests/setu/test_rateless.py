@@ -720,3 +720,12 @@ def test_a_peer_claiming_a_common_key_as_found_is_cut_off():
     with pytest.raises(SetuError) as e:
         pump(a, b, lie)
     assert e.value.reason in ("unrequested element", "symbols never decode", "too many symbols")
+
+
+def test_prefix_items_are_the_shared_codecs():
+    """The prefix's integer item and seed of a key equal codedsym.Codec.item's bytes."""
+    from tssb.setu.rateless_prefix import item_and_seed
+    rnd = random.Random(7)
+    for key in [bytes(5), b"\xff" * 5] + [rnd.randbytes(5) for _ in range(500)]:
+        item, seed = CODEC.item(key)
+        assert item_and_seed(key) == (int.from_bytes(item, "little"), seed)
