@@ -10,23 +10,24 @@ Lake layout (LAKE is the --output directory):
 One parse per line. Lines are read as text (the raw line and its file stay at hand for the
 quarantine) and parsed once with `from_json` and the explicit typed schema. A line is
 accepted on this parse alone when column expressions show it is exactly a valid record
-(`fast_check_sql`): one regex over the raw text (`line_regex`: a flat object of schema
-keys, each value of its field's type as written and matching its pattern, so the typed
-parse dropped and coerced nothing) and the event and range rules on the typed values.
-Only lines that fail go through the exact classifier (`classify`: a second parse as a
-string map, every rule as SQL), which gives the quarantine reasons; the tests check both
-agree.
+(`fast_check_sql`): the parse raised nothing (the parser's corrupt-record column is null),
+the raw line ends with its only "}" and holds one comma fewer than the typed row has
+non-null columns (so every key is a schema key, present once, with a non-null value), the
+string values came from JSON strings and match their patterns, and the event and range
+rules hold on the typed values. The few lines that fail are classified exactly, in the
+driver (`schema.verdict`, the Spark classifier's reasons) when there are at most
+DRIVER_LINES of them, else by Spark (`classify`: a second parse as a string map, every
+rule as SQL); the tests check that the three agree.
 
 One job per batch writes every line to a staging table partitioned like the lake, the
 lines that need the exact check (blank ones too) in a partition of their own (date and
 node null, the raw line in `id`); Spark cannot write two tables in one job, and this
 keeps the common case to one pass over the input. Then: the staged ids are checked
-against each other and against the lake's ids for the same dates (64-bit hashes, a small
-shuffle); without duplicates the staged partitions are renamed into LAKE/events (the
-normal case), otherwise the staged rows are deduplicated and appended. The exact check
-then runs on the staged bad partition only, in one job writing its result to a small
-table inside the staging directory; counts and the quarantine read that. Validation uses
-only Spark SQL expressions (no Python UDF), so a cluster's executors need no project code.
+against each other and against the lake's ids for the dates the lake has (64-bit hashes,
+a small shuffle); without duplicates the staged partitions are renamed into LAKE/events
+(the normal case), otherwise the staged rows are deduplicated and appended. The exact
+check then reads the staged bad partition only. Validation in Spark uses only SQL
+expressions (no Python UDF), so a cluster's executors need no project code.
 
 Idempotence: valid rows are deduplicated on "id" within the batch and against the ids
 already stored for the same dates (ids carry the node name and ts is part of the event, so
@@ -35,6 +36,7 @@ a repeated id lands on the same date). Quarantined lines are keyed by SHA-256 of
 also remembers its files in the checkpoint; batch mode relies on the dedupe.
 """
 import contextlib
+import datetime
 import hashlib
 import json
 import os
@@ -48,6 +50,10 @@ from tssb_spark import tail as TAIL
 # Spark JSON options: strict numbers (NaN/Infinity are not JSON; schema.py agrees).
 JSON_OPTIONS = {"mode": "PERMISSIVE", "allowNonNumericNumbers": "false",
                 "allowSingleQuotes": "false"}
+# The staging parse has the parser's corrupt-record column (fast_check_sql), named here:
+# a session setting could rename the default one.
+CORRUPT = "_corrupt_record"
+PARSE_OPTIONS = dict(JSON_OPTIONS, columnNameOfCorruptRecord=CORRUPT)
 # Input files: *.jsonl anywhere under the input directory. Producers write to another name
 # (e.g. .jsonl.part) and rename when the file is closed: file sources need atomic files.
 FILE_GLOB = "*.jsonl"
@@ -72,6 +78,10 @@ DICTIONARY_COLUMNS = ("v", "event", "node", "kind", "length", "src", "freq_khz",
 # still caps a split at spark.sql.files.maxPartitionBytes). Spark's default of one split
 # per core packs a 150 MB input into 3 tasks on 2 cores, and the third then runs alone.
 TASKS_PER_CORE = 4
+# Lines the fast check did not prove valid, up to this many in a batch, are classified in
+# the driver (schema.verdict: the Spark classifier's reasons, without planning its large
+# expressions); more take the Spark classifier.
+DRIVER_LINES = 20000
 PARQUET_OPTIONS = dict([("parquet.enable.dictionary", "false")] + [
     ("parquet.enable.dictionary#" + c, "true") for c in DICTIONARY_COLUMNS])
 
@@ -85,10 +95,12 @@ def _java_regex(pattern):
     return "^(?:" + pattern[1:-1] + ")\\z"
 
 
-def _quoted_value(field):
-    # The raw line holds `"field": "` when the field's JSON value is a string. String fields
-    # can not hold quotes (every one has a pattern), so this only matches the key.
-    return '"%s"\\s*:\\s*"' % field
+def _not_string(field):
+    """SQL: the field's JSON value is not a string (from _v, the map of variants: the
+    typed parse and the string map turn numbers and bools into text). Were _v missing (a
+    value over the variant size limit), the raw line holding `"field": "` decides."""
+    return "NOT coalesce(schema_of_variant(_v[%s]) = 'STRING', value RLIKE %s)" % (
+        _lit(field), _lit('"%s"\\s*:\\s*"' % field))
 
 
 def _lit(s):
@@ -107,8 +119,8 @@ def validation_sql(catalog):
     Args:
       catalog: schema.Catalog.
     Returns:
-      (pre, every): SQL texts over columns value, blank, _m (string map), _t (typed
-      struct), _k ("<v>:<event>"): `pre` the line-level violation (or NULL), `every` the
+      (pre, every): SQL texts over columns value, blank, _m (string map), _v (map of
+      variants), _t (typed struct), _k ("<v>:<event>"): `pre` the line-level violation (or NULL), `every` the
       array of all violations in rule order (uses _pre; empty when valid or blank). Built
       once as text (a few JVM calls) rather than from thousands of Column objects.
     """
@@ -122,11 +134,9 @@ def validation_sql(catalog):
         t = "_t.%s" % _q(f)
         present = "_m[%s] IS NOT NULL" % _lit(f)
         if spec["type"] == "string":
-            bad_type = "NOT value RLIKE %s" % _lit(_quoted_value(f))
-        elif spec["type"] == "double":
-            # Spark reads the strings "NaN"/"Infinity" into doubles; JSON numbers only here.
-            bad_type = "%s IS NULL OR value RLIKE %s" % (t, _lit(_quoted_value(f)))
+            bad_type = _not_string(f)
         else:
+            # Strings do not convert to numbers or bools (no NaN/Infinity: JSON_OPTIONS).
             bad_type = "%s IS NULL" % t
         if f in catalog.envelope:
             head = "CASE WHEN NOT %s THEN %s" % (present, _lit("missing_field:" + f))
@@ -167,7 +177,7 @@ def validation_sql(catalog):
         "WHEN _t.v IS NULL THEN 'type:v'",
         "WHEN NOT %s THEN 'unknown_version'" % _in("_t.v", catalog.versions),
         "WHEN _m['event'] IS NULL THEN 'missing_field:event'",
-        "WHEN NOT value RLIKE %s THEN 'type:event'" % _lit(_quoted_value("event")),
+        "WHEN %s THEN 'type:event'" % _not_string("event"),
         "WHEN NOT %s THEN 'unknown_event' END" % _in(
             "_k", ["%d:%s" % (ver, e) for ver in catalog.versions for e in catalog.events[ver]])])
     # One list of all violations, the first of which is the line's reason: the rules
@@ -181,114 +191,164 @@ def validation_sql(catalog):
 
 
 
-# What a value of each non-string type may look like in a line the fast check accepts. The
-# JSON syntax itself is Jackson's to check (a syntax error nulls the whole typed row, so the
-# line fails the check); these only make sure the typed parse keeps the value: integers are
-# bounded in digits so they can not overflow (9 digits < 2^31, 18 digits < 2^63; a longer
-# value, valid or not, takes the exact check), and no number is accepted for a bool or text.
-_NUMBER = {"int": "-?[0-9]{1,9}+", "long": "-?[0-9]{1,18}+", "double": "-?[0-9][0-9.eE+-]*+",
-           "bool": "(?:true|false)"}
-# A pattern the line regex can embed: one character class (no quote, no backslash) repeated.
-_SIMPLE_PATTERN = re.compile(r"\^(\[[^\]\"\\]+\]\{\d+(?:,\d+)?\})\$")
-# A string that JSON writes without escapes (no quote, no backslash, no control character).
-_PLAIN_TEXT = re.compile(r"[ !#-\[\]-~]+")
-# Blanks the fast check allows around JSON tokens (what json.dumps and compact writers emit).
-_WS = "[ \\t]*+"
+# The fast check (fast_check_sql). The typed parse reads a line with the parser's
+# corrupt-record column (CORRUPT): Spark fills it when anything in the line raised, a
+# syntax error or a value its field's type refuses (a string or a float for an int, a
+# string for a double or bool, an integer out of range). What the parse forgives without
+# a word is what the check looks at in the raw text: keys it drops (unknown, null-valued,
+# written twice: the commas count them), a number or bool read into a string column as
+# text (STRINGIFIED), and text after the object (the one "}" must be the last character).
+# What a number, true or false becomes when the parse reads it into a string column: text
+# in this language (a number's own text or Java's, both of this form; true, false; a
+# float too large for a double becomes "Infinity", in quotes, which no pattern admits).
+# A string value outside it came from a JSON string. One inside it ("12", hex digits
+# without a letter) is proved a string by the raw line holding the key and the quoted
+# value together. Pinned by the tests (every kind of token in every string field).
+STRINGIFIED = ("-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+               "|true|false|-?Infinity|NaN")
+# One bit per column in a long: the columns present in a line (fast_columns_sql).
+MAX_MASK_COLUMNS = 62
 
 
-def _value_regex(catalog, f):
-    """The regex of field f's JSON value in a line the fast check accepts, or None when the
-    field's valid values can not all be written that way (then lines with f take the exact
-    check). A string value must be a literal that is valid as written (no escapes), so the
-    typed parse holds exactly the text the regex checked."""
-    spec = catalog.fields[f]
-    if spec["type"] != "string":
-        return _NUMBER.get(spec["type"])
-    if "pattern" in spec:
-        m = _SIMPLE_PATTERN.fullmatch(spec["pattern"])
-        return '"%s+"' % m.group(1) if m else None
-    names = spec.get("enum") or (
-        sorted({e for v in catalog.versions for e in catalog.events[v]}) if f == "event" else None)
-    if names and all(_PLAIN_TEXT.fullmatch(x) for x in names):
-        return '"(?:%s)"' % "|".join(re.escape(x) for x in names)
-    return None
+# A pattern of lower-case hex digits: checked with native functions (a regex per value
+# costs several times more).
+_HEX_PATTERN = re.compile(r"\^\[0-9a-f\]\{(\d+)\}\$")
 
 
-def line_regex(catalog):
-    """The Java regex a line must match to be accepted on its typed parse alone.
-
-    One flat JSON object: every key a schema field, written once or more (JSON's last value
-    wins, for Spark's parser and Python's alike), every value of its field's type and
-    converted by the typed parse without loss (so that parse drops no key: no unknown key,
-    no null, no string read from a number, no number too large for its type), string
-    values matching their field's pattern as written, nothing before or after the object
-    but blanks. At most as many pairs as the largest event has fields (the bound also keeps
-    Java's recursive matcher shallow on a hostile line). Keys are tried envelope first,
-    then by how many events use them (the alternation is the matcher's main cost), and
-    never backtracked into (keys end with a quote, values with a delimiter).
-    """
-    uses = {}
-    for fields in catalog.allowed.values():
-        for f in fields:
-            uses[f] = uses.get(f, 0) + 1
-    order = catalog.envelope + tuple(sorted(uses, key=lambda f: (-uses[f], f)))
-    pairs = []
-    for f in order:
-        r = _value_regex(catalog, f)
-        if r is not None:
-            pairs.append("%s\"%s:%s%s" % (re.escape(f), _WS, _WS, r))
-    pair = '"(?>%s)' % "|".join(pairs)
-    most = len(catalog.envelope) + max(len(a) for a in catalog.allowed.values())
-    return "^%s\\{%s%s(?:%s,%s%s){0,%d}%s\\}%s\\z" % (
-        _WS, _WS, pair, _WS, _WS, pair, most - 1, _WS, _WS)
+def _string_check(f, pattern=None):
+    """SQL: field f's string value matches its pattern (if any) and came from a JSON string
+    (STRINGIFIED above; the raw text is searched only for values inside that language)."""
+    t = "_t.%s" % _q(f)
+    body = pattern[1:-1] if pattern else ".*"
+    quoted = " OR ".join("contains(value, concat(%s, %s, '\"'))" % (_lit('"%s":%s"' % (f, ws)), t)
+                         for ws in ("", " "))
+    proved = "%s RLIKE %s" % (t, _lit("^(?!(?:%s)\\z)(?:%s)\\z" % (STRINGIFIED, body)))
+    hexed = _HEX_PATTERN.fullmatch(pattern or "")
+    if hexed:
+        # A hex digit other than e is in no number's text.
+        letter = " OR ".join("contains(%s, '%s')" % (t, c) for c in "abcdf")
+        return ("(octet_length(%s) = %s AND unhex(%s) IS NOT NULL AND %s = lower(%s) AND "
+                "(%s OR %s OR (%s)))" % (t, hexed.group(1), t, t, t, letter, proved, quoted))
+    return "(%s OR (%s RLIKE %s AND (%s)))" % (proved, t, _lit("^(?:%s)\\z" % body), quoted)
 
 
-def fast_key_sql(catalog):
-    """SQL: an int key of a parsed line's (version, event), NULL unless the version knows
-    the event (no arithmetic on v: Spark's ANSI mode would fail the job on an overflow)."""
-    return "CASE _t.v %s END" % " ".join(
-        "WHEN %d THEN CASE _t.event %s END" % (v, " ".join(
-            "WHEN %s THEN %d" % (_lit(e), key) for e, key in _event_keys(catalog, v)))
-        for v in catalog.versions)
+def _stringifiable(value):
+    """Whether a number or bool read into a string column could give this text."""
+    return re.fullmatch(STRINGIFIED, value) is not None
 
 
 def _event_keys(catalog, v):
     return [(e, v * 100 + i) for i, e in enumerate(catalog.events[v])]
 
 
+def _masks(catalog):
+    """Returns: ({column: bit}, {(version, event): (allowed mask, required mask)})."""
+    cols = list(catalog.columns)
+    if len(cols) > MAX_MASK_COLUMNS:
+        raise S.SchemaError("the fast check handles at most %d columns" % MAX_MASK_COLUMNS)
+    bit = {c: 1 << i for i, c in enumerate(cols)}
+    env = sum(bit[f] for f in catalog.envelope)
+    return bit, {ve: (env | sum(bit[f] for f in catalog.allowed[ve]),
+                      env | sum(bit[f] for f in catalog.required[ve])) for ve in catalog.allowed}
+
+
+def fast_columns_sql(catalog):
+    """SQL of the columns the fast check reads, over `_t` (the typed struct).
+
+    Returns:
+      [_k: an int key of (version, event), NULL unless the version knows the event (no
+      arithmetic on v: Spark's ANSI mode would fail the job on an overflow); _p: the
+      non-null columns, one bit each; _a / _r: the columns the event allows / requires]
+    """
+    bit, masks = _masks(catalog)
+
+    def by_key(pick):
+        return "CASE _t.v %s END" % " ".join(
+            "WHEN %d THEN CASE _t.event %s END" % (v, " ".join(
+                "WHEN %s THEN %s" % (_lit(e), pick(v, e, key))
+                for e, key in _event_keys(catalog, v))) for v in catalog.versions)
+
+    present = " + ".join("CASE WHEN _t.%s IS NULL THEN 0 ELSE %d END" % (_q(c), bit[c])
+                         for c in catalog.columns)
+    return ["%s AS _k" % by_key(lambda v, e, key: str(key)),
+            "%s AS _p" % present,
+            "%s AS _a" % by_key(lambda v, e, key: "%dL" % masks[(v, e)][0]),
+            "%s AS _r" % by_key(lambda v, e, key: "%dL" % masks[(v, e)][1])]
+
+
 def fast_check_sql(catalog):
     """Build the SQL predicate that proves a line valid from its one typed parse.
 
-    True only for lines the exact rules accept (the converse fails for a few valid lines,
-    e.g. with null-valued keys or escaped characters; they go through the exact
-    classifier): the raw line matches line_regex (structure, keys, value types and
-    patterns), and on the typed values the event is one of its version, its required fields
-    are there, no field of another event is, and numbers are in range.
+    True only for lines the exact rules accept (lines with a null value, a repeated key,
+    blanks after the object or a string value that looks like a number take the exact
+    check). With N the number of non-null typed columns: no error in the parse (CORRUPT is
+    NULL); the raw line ends with its only "}" (so the object ends there) and has N - 1
+    commas (a non-null column comes from a key of its name, and an object of P keys has
+    P - 1 separating commas: so the line has exactly those N keys, each once, and no
+    comma elsewhere); the event is one of its version, has its required columns and no
+    other event's; every string value matches its pattern or enum in a form no number or
+    bool becomes (_proof_regex), numbers are in range. docs/spark.md gives the argument.
 
     Args:
       catalog: schema.Catalog.
     Returns:
-      SQL text over columns `value` (raw line), `_t` (typed struct) and `_k` (fast_key_sql).
+      SQL text over `value` (raw line), `_t` (typed struct with CORRUPT) and the columns
+      of fast_columns_sql.
     """
-    keys = {(v, e): k for v in catalog.versions for e, k in _event_keys(catalog, v)}
-
-    def key_set(table, f):
-        return ", ".join(str(keys[ve]) for ve in sorted(keys) if f in table[ve])
-
-    conds = ["_k IS NOT NULL", "value RLIKE %s" % _lit(line_regex(catalog))]
+    conds = ["_k IS NOT NULL", "_t.%s IS NULL" % CORRUPT,
+             "(_p | _a) = _a", "(_p & _r) = _r",
+             "endswith(value, '}')",
+             "NOT contains(substr(CAST(value AS BINARY), 1, octet_length(value) - 1), X'7D')",
+             "octet_length(value) - octet_length(replace(value, ',', '')) = bit_count(_p) - 1"]
     for f in catalog.field_order:
         t = "_t.%s" % _q(f)
-        ok = " AND ".join(
-            x for kind, arg in catalog.field_checks(f) if kind == "range"
-            for x in (None if arg[0] is None else "%s >= %r" % (t, arg[0]),
-                      None if arg[1] is None else "%s <= %r" % (t, arg[1])) if x) or "true"
-        if f in catalog.envelope:
-            conds.append("%s IS NOT NULL AND %s" % (t, ok))
-            continue
-        req = key_set(catalog.required, f)
-        conds.append("CASE WHEN %s IS NULL THEN %s ELSE _k IN (%s) AND %s END" % (
-            t, "NOT _k IN (%s)" % req if req else "true", key_set(catalog.allowed, f), ok))
+        ok = []
+        for kind, arg in catalog.field_checks(f):
+            if kind == "enum":
+                ok.append(_in(t, arg))
+                if any(_stringifiable(x) for x in arg):
+                    ok.append(_string_check(f))
+            elif kind == "pattern":
+                ok.append(_string_check(f, arg))
+            else:
+                lo, hi = arg
+                ok += [x for x in (None if lo is None else "%s >= %r" % (t, lo),
+                                   None if hi is None else "%s <= %r" % (t, hi)) if x]
+        if catalog.fields[f]["type"] == "string" and not ok and f != "event":
+            raise S.SchemaError("string field %s has no pattern or enum" % f)
+        if ok:
+            conds.append("%s IS NULL OR (%s)" % (t, " AND ".join(ok)))
+    if any(_stringifiable(e) for v in catalog.versions for e in catalog.events[v]):
+        raise S.SchemaError("an event name a number or bool could be read as")
+    _check_no_separators(catalog)
     return "(" + ") AND (".join(conds) + ")"
+
+
+# A string pattern the fast check can reason about: one character class, repeated.
+_CLASS_PATTERN = re.compile(r"\^(\[[^\]]+\])\{\d+(?:,\d+)?\}\$")
+
+
+def _check_no_separators(catalog):
+    """The fast check counts commas and braces in the raw line: no string value it accepts
+    may hold one. Raises SchemaError for a pattern, enum value or event name that could."""
+    for f in catalog.field_order:
+        for kind, arg in catalog.field_checks(f):
+            if kind == "pattern":
+                m = _CLASS_PATTERN.fullmatch(arg)
+                if not m or any(re.fullmatch(m.group(1), c) for c in ",{}"):
+                    raise S.SchemaError("pattern of %s: the fast check needs one character "
+                                        "class without , { or }" % f)
+            elif kind == "enum" and any(set(x) & set(",{}") for x in arg if isinstance(x, str)):
+                raise S.SchemaError("enum of %s holds , { or }" % f)
+    if any(set(e) & set(",{}") for v in catalog.versions for e in catalog.events[v]):
+        raise S.SchemaError("an event name holds , { or }")
+
+
+def parse_struct(catalog):
+    """The typed parse's schema: every column, and CORRUPT."""
+    from pyspark.sql import types as T
+    st = S.spark_struct(catalog)
+    return T.StructType(list(st.fields) + [T.StructField(CORRUPT, T.StringType())])
 
 
 def classify(df, catalog):
@@ -307,9 +367,10 @@ def classify(df, catalog):
 
     value = F.col("value")
     m = F.from_json(value, T.MapType(T.StringType(), T.StringType()), JSON_OPTIONS)
+    v = F.from_json(value, T.MapType(T.StringType(), T.VariantType()), JSON_OPTIONS)
     t = F.from_json(value, S.spark_struct(catalog), JSON_OPTIONS)
     df = df.select("value", "source_file", value.rlike(BLANK).alias("blank"),
-                   m.alias("_m"), t.alias("_t"))
+                   m.alias("_m"), v.alias("_v"), t.alias("_t"))
     df = df.withColumn("_k", F.concat_ws(":", F.col("_t.v").cast("string"), F.col("_t.event")))
     pre, every = validation_sql(catalog)
     df = df.selectExpr("*", "%s AS _pre" % pre)
@@ -383,10 +444,11 @@ def stage_rows(lines, catalog):
     """
     from pyspark.sql import functions as F
 
-    t = F.from_json(F.col("value"), S.spark_struct(catalog), JSON_OPTIONS).alias("_t")
-    # _k in a projection of its own: many checks read it, and Spark evaluates a
-    # non-trivial expression used more than once in its own projection anyway.
-    df = lines.select("value", "source_file", t).selectExpr("*", "%s AS _k" % fast_key_sql(catalog))
+    t = F.from_json(F.col("value"), parse_struct(catalog), PARSE_OPTIONS).alias("_t")
+    # The check's inputs in a projection of their own: many conditions read them, and
+    # Spark evaluates a non-trivial expression used more than once in its own projection
+    # anyway.
+    df = lines.select("value", "source_file", t).selectExpr("*", *fast_columns_sql(catalog))
     df = df.selectExpr("value", "source_file", "_t",
                        "coalesce(%s, false) AS _ok" % fast_check_sql(catalog))
     # A line to check again keeps its raw text in `id` and goes to the partition
@@ -407,6 +469,11 @@ def stage_rows(lines, catalog):
 def date_sql(ts):
     """SQL: the UTC date of epoch milliseconds `ts` (integer arithmetic, no formatter)."""
     return "date_from_unix_date(CAST(%s DIV %d AS INT))" % (ts, MS_PER_DAY)
+
+
+def _utc_date(ts):
+    """date_sql in Python: the UTC date of epoch milliseconds `ts` (ISO text)."""
+    return (datetime.date(1970, 1, 1) + datetime.timedelta(days=ts // MS_PER_DAY)).isoformat()
 
 
 def _write(df, path):
@@ -473,14 +540,32 @@ def _ids(spark, path):
     return spark.read.schema("id string, date string, node string").parquet(path)
 
 
+def _lake_dates(spark, events_dir, dates):
+    """Returns: the dates among `dates` the lake has a directory for."""
+    fs, root = _fs(spark, events_dir)
+    Path = spark._jvm.org.apache.hadoop.fs.Path
+    return [d for d in dates if fs.exists(Path(root, "date=" + d))]
+
+
+def _lake_ids(spark, events_dir, dates):
+    """The ids the lake holds for `dates` (only those directories are listed and read), or
+    None when it has none of them."""
+    have = _lake_dates(spark, events_dir, dates)
+    if not have:
+        return None
+    return (spark.read.schema("id string, date string, node string")
+            .option("basePath", events_dir)
+            .parquet(*[os.path.join(events_dir, "date=" + d) for d in have]))
+
+
 def _append_events(spark, rows, events_dir, dates, catalog):
     """Deduplicate rows on id, drop ids the lake holds for `dates`, append. Returns rows added."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     good = rows.select(*catalog.columns, "source_file", "date").dropDuplicates(["id"])
-    if _exists(spark, events_dir):
-        old = _ids(spark, events_dir).where(F.col("date").isin(dates)).select("id")
-        good = good.join(old, "id", "left_anti")
+    old = _lake_ids(spark, events_dir, dates)
+    if old is not None:
+        good = good.join(old.select("id"), "id", "left_anti")
     obs = Observation("accepted")
     _write(good.observe(obs, F.count(F.lit(1)).alias("rows")), events_dir)
     return obs.get["rows"]
@@ -502,6 +587,8 @@ def process(spark, lines, lake, catalog, stats):
     events_dir = os.path.join(lake, "events")
     staging = os.path.join(lake, STAGING, uuid.uuid4().hex)
     df, cols = stage_rows(lines, catalog)
+    # No observed counts in the staging job: an observation is evaluated row by row
+    # outside code generation and cost more than the small jobs below that count instead.
     tasks = TASKS_PER_CORE * spark.sparkContext.defaultParallelism
     with _session_conf(spark, {"spark.sql.files.minPartitionNum": str(tasks)}):
         _write(df.selectExpr(*cols), staging)
@@ -509,17 +596,31 @@ def process(spark, lines, lake, catalog, stats):
     try:
         parts = _partitions(spark, staging)
         dates = sorted({d for d, _, _ in parts})
-        fast, repeated = _count_ids(spark, staging, events_dir, dates) if parts else (0, False)
+        old = _lake_dates(spark, events_dir, dates)
+        fast, repeated = _count_ids(spark, staging, events_dir, old) if parts else (0, False)
         if repeated:
-            rows = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
-                    .where(F.col("date").isNotNull()))
-            added = _append_events(spark, rows, events_dir, dates, catalog)
+            staged_rows = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
+                           .where(F.col("date").isNotNull()))
+            added = _append_events(spark, staged_rows, events_dir, dates, catalog)
         elif parts:
             _move_files(spark, parts, events_dir)
             added = fast
         else:
             added = 0
-        lines_, blank, valid, accepted = _exact(spark, staging, lake, catalog, stats)
+        lines_ = blank = valid = accepted = 0
+        fs, root = _fs(spark, staging)
+        if fs.exists(spark._jvm.org.apache.hadoop.fs.Path(root, "date=" + NULL_PARTITION)):
+            raw = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
+                   .where(F.col("date").isNull())
+                   .select(F.col("id").alias("value"), "source_file"))
+            keyed = raw.withColumn("key", _key())
+            few = keyed.limit(DRIVER_LINES + 1).collect()
+            if len(few) <= DRIVER_LINES:
+                lines_, blank, valid, accepted = _check_on_driver(
+                    spark, few, keyed, staging, lake, catalog, stats)
+            else:
+                lines_, blank, valid, accepted = _exact(spark, raw, staging, lake, catalog,
+                                                        stats)
         stats["lines"] += fast + lines_
         stats["blank"] += blank
         stats["valid"] += fast + valid
@@ -549,7 +650,7 @@ def _session_conf(spark, conf):
 
 def _count_ids(spark, staging, events_dir, dates):
     """One job over the ids: the staged valid rows, and whether an id repeats among them
-    or is already in the lake for the same dates.
+    or is already in the lake for `dates` (dates the lake has).
 
     Returns:
       (rows, repeated). 64-bit hashes of the ids, not the ids, cross the shuffle; a
@@ -558,9 +659,9 @@ def _count_ids(spark, staging, events_dir, dates):
     from pyspark.sql import functions as F
     ids = (_ids(spark, staging).where(F.col("date").isNotNull())
            .select(F.xxhash64("id").alias("h"), F.lit(1).alias("new")))
-    if _exists(spark, events_dir):
-        ids = ids.unionAll(_ids(spark, events_dir).where(F.col("date").isin(dates))
-                           .select(F.xxhash64("id").alias("h"), F.lit(0).alias("new")))
+    old = _lake_ids(spark, events_dir, dates)
+    if old is not None:
+        ids = ids.unionAll(old.select(F.xxhash64("id").alias("h"), F.lit(0).alias("new")))
     r = (ids.groupBy("h").agg(F.count(F.lit(1)).alias("n"), F.sum("new").alias("new"))
          .agg(F.sum("new").alias("rows"), F.max("n").alias("most")).first())
     return r["rows"] or 0, (r["most"] or 0) > 1
@@ -573,31 +674,107 @@ def _staging_schema(catalog):
                                            T.StructField("date", T.StringType())])
 
 
-def _exact(spark, staging, lake, catalog, stats):
-    """Run the exact classifier on the staged lines the fast check did not prove valid:
-    blank lines are counted, valid ones join the events, the rest go to the quarantine.
+def _key(value="value"):
+    """The quarantine key of a line: SHA-256 of its file and its raw text."""
+    from pyspark.sql import functions as F
+    return F.sha2(F.concat_ws("\n", "source_file", value), 256)
 
+
+QUARANTINE_SCHEMA = ("raw string, source_file string, reason string, reasons array<string>, "
+                     "key string")
+
+
+def _quarantine(spark, rows, lake, stats):
+    """Append quarantine rows (QUARANTINE_SCHEMA, one per key) the lake does not have."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+    quarantine_dir = os.path.join(lake, "quarantine")
+    rows = rows.withColumn("ingested_at", F.current_timestamp())
+    if _exists(spark, quarantine_dir):
+        old = spark.read.parquet(quarantine_dir).select("key")
+        rows = rows.join(old, "key", "left_anti")
+    obs = Observation("quarantined")
+    (rows.select("raw", "source_file", "reason", "reasons", "key", "ingested_at")
+     .observe(obs, F.count(F.lit(1)).alias("rows")).write.mode("append").parquet(quarantine_dir))
+    stats["quarantined_new"] += obs.get["rows"]
+
+
+def _typed(spark, good, catalog):
+    """Staged-shape rows of (value, source_file) pairs of valid lines."""
+    from pyspark.sql import functions as F
+    df = spark.createDataFrame(good, "value string, source_file string")
+    t = df.select(F.from_json("value", S.spark_struct(catalog), JSON_OPTIONS).alias("_t"),
+                  "source_file")
+    return t.selectExpr(*["_t.%s AS %s" % (_q(c), _q(c)) for c in catalog.columns],
+                        "source_file", "%s AS date" % date_sql("_t.ts"))
+
+
+def _check_on_driver(spark, rows, keyed, staging, lake, catalog, stats):
+    """The exact check of a few lines in the driver: schema.verdict gives the reasons the
+    Spark classifier gives; the lines it leaves to Spark (schema.UNSURE) go to _exact.
+
+    Args:
+      rows: the lines, collected rows of `keyed`.
+      keyed: DataFrame(value, source_file, key) of the lines (key: _key()).
+      staging: the batch's staging directory.
+    Returns:
+      (lines, blank, valid, accepted) as _exact.
+    """
+    from pyspark.sql import functions as F
+    lines = blank = valid = 0
+    good, bad, unsure, dates = [], {}, [], set()
+    for r in rows:
+        v = S.verdict(r["value"], catalog)
+        if v == S.UNSURE:
+            unsure.append(r["key"])
+            continue
+        lines += 1
+        if v is None:
+            blank += 1
+        elif not v[1]:
+            valid += 1
+            good.append((r["value"], r["source_file"]))
+            dates.add(_utc_date(v[0]["ts"]))
+        else:
+            reason = v[1][0]
+            stats["reasons"][reason] = stats["reasons"].get(reason, 0) + 1
+            stats["quarantined"] += 1
+            bad.setdefault(r["key"], (r["value"], r["source_file"], reason, v[1], r["key"]))
+    accepted = 0
+    if good:
+        accepted = _append_events(spark, _typed(spark, good, catalog),
+                                  os.path.join(lake, "events"), sorted(dates), catalog)
+    if bad:
+        _quarantine(spark, spark.createDataFrame(list(bad.values()), QUARANTINE_SCHEMA),
+                    lake, stats)
+    if unsure:
+        more = _exact(spark, keyed.where(F.col("key").isin(unsure)).drop("key"), staging,
+                      lake, catalog, stats)
+        lines, blank, valid, accepted = (a + b for a, b in zip(
+            (lines, blank, valid, accepted), more))
+    return lines, blank, valid, accepted
+
+
+def _exact(spark, raw, staging, lake, catalog, stats):
+    """Run the exact classifier on lines the fast check did not prove valid: blank lines
+    are counted, valid ones join the events, the rest go to the quarantine.
+
+    Args:
+      raw: DataFrame(value, source_file) of the lines.
+      staging: the batch's staging directory (the classifier's result goes there).
     Returns:
       (lines, blank, valid, accepted): the lines looked at, how many were blank and valid,
       and how many of the valid ones were new to the lake.
     """
-    from pyspark.sql import Observation
     from pyspark.sql import functions as F
-    fs, root = _fs(spark, staging)
-    if not fs.exists(spark._jvm.org.apache.hadoop.fs.Path(root, "date=" + NULL_PARTITION)):
-        return 0, 0, 0, 0
-    events_dir = os.path.join(lake, "events")
-    quarantine_dir = os.path.join(lake, "quarantine")
     classified = os.path.join(staging, CLASSIFIED)
-    raw = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
-           .where(F.col("date").isNull()).select(F.col("id").alias("value"), "source_file"))
     # The classifier's expressions are large and planning them costs more than running
     # them on a few lines: one job classifies and writes the result, the queries below
     # read that small table.
     (classify(raw, catalog)
      .withColumn("date", F.when(F.col("_reason").isNull() & ~F.col("blank"),
                                 F.expr(date_sql("ts"))))
-     .write.parquet(classified))
+     .write.mode("overwrite").parquet(classified))
     c = spark.read.parquet(classified)
     summary = c.groupBy("blank", F.col("_reason").alias("reason"), "date").count().collect()
     lines = blank = valid = bad = 0
@@ -616,22 +793,14 @@ def _exact(spark, staging, lake, catalog, stats):
     added = 0
     if valid:
         good = c.where(F.col("date").isNotNull())
-        added = _append_events(spark, good, events_dir, sorted(dates), catalog)
+        added = _append_events(spark, good, os.path.join(lake, "events"), sorted(dates),
+                               catalog)
     if bad:
-        rows = (c.where(F.col("_reason").isNotNull())
-                .select(F.col("value").alias("raw"), "source_file",
-                        F.col("_reason").alias("reason"),
-                        F.col("_reasons").alias("reasons"),
-                        F.sha2(F.concat_ws("\n", "source_file", "value"), 256).alias("key"),
-                        F.current_timestamp().alias("ingested_at"))
-                .dropDuplicates(["key"]))
-        if _exists(spark, quarantine_dir):
-            old = spark.read.parquet(quarantine_dir).select("key")
-            rows = rows.join(old, "key", "left_anti")
-        obs = Observation("quarantined")
-        rows = rows.observe(obs, F.count(F.lit(1)).alias("rows"))
-        rows.write.mode("append").parquet(quarantine_dir)
-        stats["quarantined_new"] += obs.get["rows"]
+        _quarantine(spark, c.where(F.col("_reason").isNotNull())
+                    .select(F.col("value").alias("raw"), "source_file",
+                            F.col("_reason").alias("reason"),
+                            F.col("_reasons").alias("reasons"), _key().alias("key"))
+                    .dropDuplicates(["key"]), lake, stats)
     return lines, blank, valid, added
 
 
