@@ -82,6 +82,13 @@ TASKS_PER_CORE = 4
 # the driver (schema.verdict: the Spark classifier's reasons, without planning its large
 # expressions); more take the Spark classifier.
 DRIVER_LINES = 20000
+# The repeat check of a batch's ids (_count_ids) runs in the driver when the Parquet files
+# it reads (the staged valid rows and the lake's for the same dates) hold at most this many
+# bytes: the ids' 64-bit hashes come through Arrow and are sorted with numpy (8 bytes an
+# id; an event row takes 30-40 bytes of Parquet, and distinct ids can not shrink below a
+# few bytes each), which costs a third of a shuffle-and-aggregate job. Larger checks stay
+# in Spark.
+DRIVER_ID_BYTES = 64 << 20
 PARQUET_OPTIONS = dict([("parquet.enable.dictionary", "false")] + [
     ("parquet.enable.dictionary#" + c, "true") for c in DICTIONARY_COLUMNS])
 
@@ -649,22 +656,38 @@ def _session_conf(spark, conf):
 
 
 def _count_ids(spark, staging, events_dir, dates):
-    """One job over the ids: the staged valid rows, and whether an id repeats among them
-    or is already in the lake for `dates` (dates the lake has).
+    """Whether an id repeats among the staged valid rows or is already in the lake for
+    `dates` (dates the lake has), and how many staged valid rows there are.
 
     Returns:
-      (rows, repeated). 64-bit hashes of the ids, not the ids, cross the shuffle; a
-      collision only sends the batch down the exact dedupe.
+      (rows, repeated). 64-bit hashes of the ids are compared, not the ids; a collision
+      only sends the batch down the exact dedupe.
     """
     from pyspark.sql import functions as F
-    ids = (_ids(spark, staging).where(F.col("date").isNotNull())
-           .select(F.xxhash64("id").alias("h"), F.lit(1).alias("new")))
+    new = _ids(spark, staging).where(F.col("date").isNotNull()).select(
+        F.xxhash64("id").alias("h"))
     old = _lake_ids(spark, events_dir, dates)
+    old = None if old is None else old.select(F.xxhash64("id").alias("h"))
+    size = _bytes(spark, staging) + sum(
+        _bytes(spark, os.path.join(events_dir, "date=" + d)) for d in dates)
+    if size <= DRIVER_ID_BYTES:
+        import numpy as np
+        h_new = new.toArrow().column("h").to_numpy()
+        h = np.sort(h_new if old is None else np.concatenate(
+            (h_new, old.toArrow().column("h").to_numpy())))
+        return len(h_new), bool((h[1:] == h[:-1]).any())
+    ids = new.withColumn("new", F.lit(1))
     if old is not None:
-        ids = ids.unionAll(old.select(F.xxhash64("id").alias("h"), F.lit(0).alias("new")))
+        ids = ids.unionAll(old.withColumn("new", F.lit(0)))
     r = (ids.groupBy("h").agg(F.count(F.lit(1)).alias("n"), F.sum("new").alias("new"))
          .agg(F.sum("new").alias("rows"), F.max("n").alias("most")).first())
     return r["rows"] or 0, (r["most"] or 0) > 1
+
+
+def _bytes(spark, path):
+    """Bytes of the files under a directory (Hadoop FS: local, HDFS, S3)."""
+    fs, p = _fs(spark, path)
+    return fs.getContentSummary(p).getLength()
 
 
 def _staging_schema(catalog):

@@ -184,7 +184,10 @@ def test_driver_and_spark_classifiers_give_the_same_lake(spark, tmp_path, monkey
                           if schema.validate_line(l, cat) and not schema.validate_line(l, cat)[1]})
 
 
-def test_reingest_adds_nothing(spark, tmp_path):
+@pytest.mark.parametrize("id_bytes", [0, ingest.DRIVER_ID_BYTES])
+def test_reingest_adds_nothing(spark, tmp_path, monkeypatch, id_bytes):
+    # The repeat check in Spark (0: every batch is over the driver's bound) and in the driver.
+    monkeypatch.setattr(ingest, "DRIVER_ID_BYTES", id_bytes)
     sc = _small()
     src = sc.write(str(tmp_path / "in"), extra={"bad.jsonl": ["oops"]})
     # The same event twice in one file and again in another file.
