@@ -82,6 +82,9 @@ TASKS_PER_CORE = 4
 # the driver (schema.verdict: the Spark classifier's reasons, without planning its large
 # expressions); more take the Spark classifier.
 DRIVER_LINES = 20000
+# ... and only lines of at most this many bytes (an event line takes 100-300): the driver
+# holds at most DRIVER_LINES of them. Longer ones take the Spark classifier.
+DRIVER_LINE_BYTES = 4096
 # The repeat check of a batch's ids (_count_ids) runs in the driver when the Parquet files
 # it reads (the staged valid rows and the lake's for the same dates) hold at most this many
 # bytes: the ids' 64-bit hashes come through Arrow and are sorted with numpy (8 bytes an
@@ -621,7 +624,10 @@ def process(spark, lines, lake, catalog, stats):
                    .where(F.col("date").isNull())
                    .select(F.col("id").alias("value"), "source_file"))
             keyed = raw.withColumn("key", _key())
-            few = keyed.limit(DRIVER_LINES + 1).collect()
+            # A long line comes without its text (value NULL): the Spark classifier's.
+            few = keyed.select(
+                F.when(F.octet_length("value") <= DRIVER_LINE_BYTES, F.col("value"))
+                .alias("value"), "source_file", "key").limit(DRIVER_LINES + 1).collect()
             if len(few) <= DRIVER_LINES:
                 lines_, blank, valid, accepted = _check_on_driver(
                     spark, few, keyed, staging, lake, catalog, stats)
@@ -737,7 +743,8 @@ def _check_on_driver(spark, rows, keyed, staging, lake, catalog, stats):
     Spark classifier gives; the lines it leaves to Spark (schema.UNSURE) go to _exact.
 
     Args:
-      rows: the lines, collected rows of `keyed`.
+      rows: the lines, collected rows of `keyed` (value NULL for a line over
+        DRIVER_LINE_BYTES: it goes to _exact).
       keyed: DataFrame(value, source_file, key) of the lines (key: _key()).
       staging: the batch's staging directory.
     Returns:
@@ -747,7 +754,7 @@ def _check_on_driver(spark, rows, keyed, staging, lake, catalog, stats):
     lines = blank = valid = 0
     good, bad, unsure, dates = [], {}, [], set()
     for r in rows:
-        v = S.verdict(r["value"], catalog)
+        v = S.UNSURE if r["value"] is None else S.verdict(r["value"], catalog)
         if v == S.UNSURE:
             unsure.append(r["key"])
             continue

@@ -160,8 +160,10 @@ def test_driver_and_spark_classifiers_give_the_same_lake(spark, tmp_path, monkey
     """A few lines the fast check leaves are classified in the driver (schema.verdict),
     more by Spark's classifier (DRIVER_LINES = 0 forces it): same counts, reasons and rows."""
     monkeypatch.setattr(ingest, "DRIVER_LINES", driver_lines)
+    long_bad = "x" * (ingest.DRIVER_LINE_BYTES + 1)     # the driver never holds its text
+    long_good = _with(id="n:long") + " " * ingest.DRIVER_LINE_BYTES   # valid, not fast
     lines = ([l for l, _ in BAD_LINES] + GOOD_LINES + TRICKY + SLOW_GOOD + FAST_GOOD
-             + ["", "  "])   # not REPEATED_BAD: Python and Spark disagree on it (above)
+             + ["", "  ", long_bad, long_good])   # not REPEATED_BAD: Python and Spark differ
     src = tmp_path / "in"
     src.mkdir()
     (src / "t.jsonl").write_text("\n".join(lines) + "\n")
