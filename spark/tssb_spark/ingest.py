@@ -297,7 +297,7 @@ def fast_check_sql(catalog):
     P - 1 separating commas: so the line has exactly those N keys, each once, and no
     comma elsewhere); the event is one of its version, has its required columns and no
     other event's; every string value matches its pattern or enum in a form no number or
-    bool becomes (_proof_regex), numbers are in range. docs/spark.md gives the argument.
+    bool becomes (_string_check), numbers are in range. docs/spark.md gives the argument.
 
     Args:
       catalog: schema.Catalog.
@@ -560,7 +560,11 @@ def _lake_dates(spark, events_dir, dates):
 def _lake_ids(spark, events_dir, dates):
     """The ids the lake holds for `dates` (only those directories are listed and read), or
     None when it has none of them."""
-    have = _lake_dates(spark, events_dir, dates)
+    return _ids_at(spark, events_dir, _lake_dates(spark, events_dir, dates))
+
+
+def _ids_at(spark, events_dir, have):
+    """The ids of the lake's dates `have` (dates it has a directory for), or None if none."""
     if not have:
         return None
     return (spark.read.schema("id string, date string, node string")
@@ -603,11 +607,11 @@ def process(spark, lines, lake, catalog, stats):
     with _session_conf(spark, {"spark.sql.files.minPartitionNum": str(tasks)}):
         _write(df.selectExpr(*cols), staging)
     stats["batches"] += 1
+    fs, root = _fs(spark, staging)
     try:
         parts = _partitions(spark, staging)
         dates = sorted({d for d, _, _ in parts})
-        old = _lake_dates(spark, events_dir, dates)
-        fast, repeated = _count_ids(spark, staging, events_dir, old) if parts else (0, False)
+        fast, repeated = _count_ids(spark, staging, events_dir, dates) if parts else (0, False)
         if repeated:
             staged_rows = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
                            .where(F.col("date").isNotNull()))
@@ -618,7 +622,6 @@ def process(spark, lines, lake, catalog, stats):
         else:
             added = 0
         lines_ = blank = valid = accepted = 0
-        fs, root = _fs(spark, staging)
         if fs.exists(spark._jvm.org.apache.hadoop.fs.Path(root, "date=" + NULL_PARTITION)):
             raw = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
                    .where(F.col("date").isNull())
@@ -640,7 +643,6 @@ def process(spark, lines, lake, catalog, stats):
         stats["accepted"] += added + accepted
         stats["duplicates"] += fast + valid - added - accepted
     finally:
-        fs, root = _fs(spark, staging)
         fs.delete(root, True)
 
 
@@ -663,7 +665,7 @@ def _session_conf(spark, conf):
 
 def _count_ids(spark, staging, events_dir, dates):
     """Whether an id repeats among the staged valid rows or is already in the lake for
-    `dates` (dates the lake has), and how many staged valid rows there are.
+    `dates`, and how many staged valid rows there are.
 
     Returns:
       (rows, repeated). 64-bit hashes of the ids are compared, not the ids; a collision
@@ -672,10 +674,11 @@ def _count_ids(spark, staging, events_dir, dates):
     from pyspark.sql import functions as F
     new = _ids(spark, staging).where(F.col("date").isNotNull()).select(
         F.xxhash64("id").alias("h"))
-    old = _lake_ids(spark, events_dir, dates)
+    have = _lake_dates(spark, events_dir, dates)
+    old = _ids_at(spark, events_dir, have)
     old = None if old is None else old.select(F.xxhash64("id").alias("h"))
     size = _bytes(spark, staging) + sum(
-        _bytes(spark, os.path.join(events_dir, "date=" + d)) for d in dates)
+        _bytes(spark, os.path.join(events_dir, "date=" + d)) for d in have)
     if size <= DRIVER_ID_BYTES:
         import numpy as np
         h_new = new.toArrow().column("h").to_numpy()

@@ -198,11 +198,12 @@ def _no_constants(name):
     raise ValueError("non-JSON constant " + name)
 
 
-def parse_line(line):
+def parse_line(line, strict=False):
     """Decode one line the way the ingest does.
 
     Args:
       line: the raw line (str, without its newline).
+      strict: raise _Unsure where Spark's parser may read the line otherwise (verdict).
     Returns:
       None for a blank line, else (dict or None): None when the line is unparsable.
     """
@@ -211,8 +212,10 @@ def parse_line(line):
         return None
     if not text.endswith("}") or GLUED.search(text):
         return (None,)
+    hooks = dict(object_pairs_hook=_unique_pairs, parse_int=_PARSE_INT,
+                 parse_float=_PARSE_FLOAT) if strict else {}
     try:
-        rec = json.loads(text, parse_constant=_no_constants)
+        rec = json.loads(text, parse_constant=_no_constants, **hooks)
     except ValueError:
         return (None,)
     if not isinstance(rec, dict):
@@ -269,36 +272,26 @@ def verdict(line, catalog):
     """
     if len(line) > VERDICT_MAX_LINE or REPLACEMENT_CHAR in line:
         return UNSURE
-    text = line.strip(JSON_WS)
-    if not text:
-        return None
-    if not text.endswith("}") or GLUED.search(text):
-        return None, ["unparsable"]
     try:
-        rec = json.loads(text, object_pairs_hook=_unique_pairs, parse_int=_PARSE_INT,
-                         parse_float=_PARSE_FLOAT, parse_constant=_no_constants)
+        v = validate_line(line, catalog, strict=True)
     except (_Unsure, RecursionError):
         return UNSURE
-    except ValueError:
-        return None, ["unparsable"]
-    if not isinstance(rec, dict):
-        return None, ["unparsable"]
-    reasons = catalog.validate(rec)
-    if not all(r.isascii() for r in reasons):
+    if v is not None and not all(r.isascii() for r in v[1]):
         return UNSURE
-    return rec, reasons
+    return v
 
 
-def validate_line(line, catalog):
+def validate_line(line, catalog, strict=False):
     """Validate one raw line.
 
     Args:
       line: the raw line (str).
       catalog: a Catalog.
+      strict: as parse_line's.
     Returns:
       None for a blank line, else (record or None, list of violations).
     """
-    p = parse_line(line)
+    p = parse_line(line, strict)
     if p is None:
         return None
     rec = p[0]

@@ -29,17 +29,10 @@ def key_int(key):
     return int.from_bytes(key, "little")
 
 
-_KEY_BITS = 8 * KEY_LEN
-_CHK_END = 4 + CODEC.chk_len
-
-
 def item_and_seed(key):
-    """(item as uint64-compatible int, seed) of a 5-byte key: codedsym.Codec.item's layout
-    (key || hash[4:7], seed from hash[0:4]) in integers, without its bytes (half the
-    per-append cost; a test pins both equal)."""
-    h = codedsym.key_hash(key)
-    return (int.from_bytes(key, "little") | (int.from_bytes(h[4:_CHK_END], "little") << _KEY_BITS),
-            int.from_bytes(h[:4], "little") | 1)
+    """(item as uint64-compatible int, seed) of a 5-byte key, as codedsym.Codec.item."""
+    item, seed = CODEC.item(key)
+    return int.from_bytes(item, "little"), seed
 
 
 def _step(last, x):
