@@ -17,7 +17,9 @@ string values came from JSON strings and match their patterns, and the event and
 rules hold on the typed values. The few lines that fail are classified exactly, in the
 driver (`schema.verdict`, the Spark classifier's reasons) when there are at most
 DRIVER_LINES of them, else by Spark (`classify`: a second parse as a string map, every
-rule as SQL); the tests check that the three agree.
+rule as SQL); the tests check that the three agree. On a lake on local disk the driver's
+small steps read and write Parquet with PyArrow, without a Spark job: the lines to check
+again, the ids of the repeat check, the quarantine's keys and its new rows.
 
 One job per batch writes every line to a staging table partitioned like the lake, the
 lines that need the exact check (blank ones too) in a partition of their own (date and
@@ -85,12 +87,12 @@ DRIVER_LINES = 20000
 # ... and only lines of at most this many bytes (an event line takes 100-300): the driver
 # holds at most DRIVER_LINES of them. Longer ones take the Spark classifier.
 DRIVER_LINE_BYTES = 4096
-# The repeat check of a batch's ids (_count_ids) runs in the driver when the Parquet files
-# it reads (the staged valid rows and the lake's for the same dates) hold at most this many
-# bytes: the ids' 64-bit hashes come through Arrow and are sorted with numpy (8 bytes an
-# id; an event row takes 30-40 bytes of Parquet, and distinct ids can not shrink below a
-# few bytes each), which costs a third of a shuffle-and-aggregate job. Larger checks stay
-# in Spark.
+# The repeat check of a batch's ids (_count_ids) runs in the driver when the lake is on
+# local disk and the Parquet files it reads (the staged valid rows and the lake's for the
+# same dates) hold at most this many bytes: PyArrow reads the ids, numpy hashes them to 64
+# bits and sorts them (8 bytes an id, a few more while hashing; an event row takes 30-40
+# bytes of Parquet), a fraction of a shuffle-and-aggregate job's cost. Larger checks, and
+# lakes on HDFS or S3, stay in Spark.
 DRIVER_ID_BYTES = 64 << 20
 PARQUET_OPTIONS = dict([("parquet.enable.dictionary", "false")] + [
     ("parquet.enable.dictionary#" + c, "true") for c in DICTIONARY_COLUMNS])
@@ -611,7 +613,8 @@ def process(spark, lines, lake, catalog, stats):
     try:
         parts = _partitions(spark, staging)
         dates = sorted({d for d, _, _ in parts})
-        fast, repeated = _count_ids(spark, staging, events_dir, dates) if parts else (0, False)
+        fast, repeated = (_count_ids(spark, staging, parts, events_dir, dates) if parts
+                          else (0, False))
         if repeated:
             staged_rows = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
                            .where(F.col("date").isNotNull()))
@@ -627,10 +630,12 @@ def process(spark, lines, lake, catalog, stats):
                    .where(F.col("date").isNull())
                    .select(F.col("id").alias("value"), "source_file"))
             keyed = raw.withColumn("key", _key())
-            # A long line comes without its text (value NULL): the Spark classifier's.
-            few = keyed.select(
-                F.when(F.octet_length("value") <= DRIVER_LINE_BYTES, F.col("value"))
-                .alias("value"), "source_file", "key").limit(DRIVER_LINES + 1).collect()
+            few = _few_lines(staging) if _local(staging) else None
+            if few is None:
+                # A long line comes without its text (value NULL): the Spark classifier's.
+                few = [tuple(r) for r in keyed.select(
+                    F.when(F.octet_length("value") <= DRIVER_LINE_BYTES, F.col("value"))
+                    .alias("value"), "source_file", "key").limit(DRIVER_LINES + 1).collect()]
             if len(few) <= DRIVER_LINES:
                 lines_, blank, valid, accepted = _check_on_driver(
                     spark, few, keyed, staging, lake, catalog, stats)
@@ -663,40 +668,109 @@ def _session_conf(spark, conf):
                 spark.conf.set(k, v)
 
 
-def _count_ids(spark, staging, events_dir, dates):
+def _count_ids(spark, staging, parts, events_dir, dates):
     """Whether an id repeats among the staged valid rows or is already in the lake for
     `dates`, and how many staged valid rows there are.
 
+    Args:
+      parts: the staged valid partitions (_partitions).
     Returns:
       (rows, repeated). 64-bit hashes of the ids are compared, not the ids; a collision
       only sends the batch down the exact dedupe.
     """
     from pyspark.sql import functions as F
+    have = _lake_dates(spark, events_dir, dates)
+    if _local(staging) and _local(events_dir):
+        dirs = [str(p.toUri().getPath()) for _, _, p in parts] + [
+            os.path.join(_os_path(events_dir), "date=" + d) for d in have]
+        files = [f for d in dirs for f in _parquet_files(d)]
+        if sum(os.path.getsize(f) for f in files) <= DRIVER_ID_BYTES:
+            h = _id_hashes(_arrow_column(files, "id"))
+            n = sum(_arrow_rows(_parquet_files(str(p.toUri().getPath()))) for _, _, p in parts)
+            h.sort()
+            return n, bool((h[1:] == h[:-1]).any())
     new = _ids(spark, staging).where(F.col("date").isNotNull()).select(
         F.xxhash64("id").alias("h"))
-    have = _lake_dates(spark, events_dir, dates)
     old = _ids_at(spark, events_dir, have)
-    old = None if old is None else old.select(F.xxhash64("id").alias("h"))
-    size = _bytes(spark, staging) + sum(
-        _bytes(spark, os.path.join(events_dir, "date=" + d)) for d in have)
-    if size <= DRIVER_ID_BYTES:
-        import numpy as np
-        h_new = new.toArrow().column("h").to_numpy()
-        h = np.sort(h_new if old is None else np.concatenate(
-            (h_new, old.toArrow().column("h").to_numpy())))
-        return len(h_new), bool((h[1:] == h[:-1]).any())
     ids = new.withColumn("new", F.lit(1))
     if old is not None:
-        ids = ids.unionAll(old.withColumn("new", F.lit(0)))
+        ids = ids.unionAll(old.select(F.xxhash64("id").alias("h")).withColumn("new", F.lit(0)))
     r = (ids.groupBy("h").agg(F.count(F.lit(1)).alias("n"), F.sum("new").alias("new"))
          .agg(F.sum("new").alias("rows"), F.max("n").alias("most")).first())
     return r["rows"] or 0, (r["most"] or 0) > 1
 
 
-def _bytes(spark, path):
-    """Bytes of the files under a directory (Hadoop FS: local, HDFS, S3)."""
-    fs, p = _fs(spark, path)
-    return fs.getContentSummary(p).getLength()
+
+# The driver's side of a batch on a local lake (the staging table and the lake are on the
+# driver's disk): PyArrow reads the few columns the small steps need, without a Spark job.
+
+def _os_path(path):
+    """The local filesystem path of a local lake path (plain or file: URI)."""
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    return path[len("file:"):] if path.startswith("file:") else path
+
+
+def _parquet_files(directory):
+    """The Parquet data files under a local directory (as Spark lists them: no _ or .)."""
+    out = []
+    for base, dirs, files in os.walk(_os_path(directory)):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        out += [os.path.join(base, f) for f in sorted(files)
+                if f.endswith(".parquet") and not f.startswith(("_", "."))]
+    return out
+
+
+def _arrow_column(files, name, type_=None):
+    """One column of Parquet files as a pyarrow ChunkedArray (`type_` to read it as)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    chunks = []
+    for f in files:
+        t = pq.read_table(f, columns=[name])
+        c = t.column(name)
+        chunks += (c.cast(type_) if type_ is not None else c).chunks
+    return pa.chunked_array(chunks, type=type_ or (chunks[0].type if chunks else pa.string()))
+
+
+def _arrow_rows(files):
+    """Rows in Parquet files, from their footers."""
+    import pyarrow.parquet as pq
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+
+# Odd 64-bit multipliers, one per byte position of an id (ids are at most 128 bytes by the
+# schema; longer ones wrap around): fixed, so a batch's hashes compare with each other.
+_ID_WEIGHTS = None
+
+
+def _id_hashes(column, chunk=1 << 18):
+    """64-bit hashes of the strings of a pyarrow string ChunkedArray (numpy uint64):
+    the sum of each byte times its position's multiplier, mod 2^64, mixed with the length.
+    Equal strings hash equal; a collision of two ids only sends the batch down the exact
+    dedupe."""
+    import numpy as np
+    global _ID_WEIGHTS
+    if _ID_WEIGHTS is None:
+        rnd = np.random.default_rng(0x7455)
+        _ID_WEIGHTS = rnd.integers(0, 1 << 62, size=256, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    out = [np.zeros(0, np.uint64)]
+    for a in column.chunks:
+        for start in range(0, len(a), chunk):
+            c = a.slice(start, chunk)
+            if len(c) == 0:
+                continue
+            bufs = c.buffers()
+            off = np.frombuffer(bufs[1], dtype=np.int32)[c.offset:c.offset + len(c) + 1].astype(np.int64)
+            data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+            lens = np.diff(off)
+            first, last = off[0], off[-1]
+            pos = (np.arange(last - first) - np.repeat(off[:-1] - first, lens)) % len(_ID_WEIGHTS)
+            terms = np.append(data[first:last].astype(np.uint64) * _ID_WEIGHTS[pos], np.uint64(0))
+            h = np.add.reduceat(terms, off[:-1] - first)
+            h[lens == 0] = 0          # reduceat gives the next term for an empty range
+            out.append(h ^ (lens.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)))
+    return np.concatenate(out)
 
 
 def _staging_schema(catalog):
@@ -717,10 +791,19 @@ QUARANTINE_SCHEMA = ("raw string, source_file string, reason string, reasons arr
 
 
 def _quarantine(spark, rows, lake, stats):
-    """Append quarantine rows (QUARANTINE_SCHEMA, one per key) the lake does not have."""
+    """Append quarantine rows (QUARANTINE_SCHEMA, one per key) the lake does not have.
+
+    Args:
+      rows: a DataFrame, or a list of tuples (the driver's check: on a local lake with a
+        quarantine of at most DRIVER_ID_BYTES, written with PyArrow, no Spark job).
+    """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     quarantine_dir = os.path.join(lake, "quarantine")
+    if isinstance(rows, list):
+        if _local(lake) and _arrow_quarantine(rows, _os_path(quarantine_dir), stats):
+            return
+        rows = spark.createDataFrame(rows, QUARANTINE_SCHEMA)
     rows = rows.withColumn("ingested_at", F.current_timestamp())
     if _exists(spark, quarantine_dir):
         old = spark.read.parquet(quarantine_dir).select("key")
@@ -729,6 +812,66 @@ def _quarantine(spark, rows, lake, stats):
     (rows.select("raw", "source_file", "reason", "reasons", "key", "ingested_at")
      .observe(obs, F.count(F.lit(1)).alias("rows")).write.mode("append").parquet(quarantine_dir))
     stats["quarantined_new"] += obs.get["rows"]
+
+
+def _arrow_quarantine(rows, quarantine_dir, stats):
+    """_quarantine of a list of rows with PyArrow (local lake). Returns False, writing
+    nothing, when the quarantine's files hold more than DRIVER_ID_BYTES (Spark's job)."""
+    import datetime as dt
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    files = _parquet_files(quarantine_dir) if os.path.isdir(quarantine_dir) else []
+    if sum(os.path.getsize(f) for f in files) > DRIVER_ID_BYTES:
+        return False
+    cols = list(zip(*rows))
+    table = pa.table({
+        "raw": pa.array(cols[0], pa.string()), "source_file": pa.array(cols[1], pa.string()),
+        "reason": pa.array(cols[2], pa.string()),
+        "reasons": pa.array([list(x) for x in cols[3]], pa.list_(pa.string())),
+        "key": pa.array(cols[4], pa.string())})
+    if files:
+        table = table.filter(pc.invert(pc.is_in(table.column("key"),
+                                                value_set=_arrow_column(files, "key").combine_chunks())))
+    if table.num_rows:
+        now = dt.datetime.now(dt.timezone.utc)
+        table = table.append_column("ingested_at", pa.array([now] * table.num_rows,
+                                                            pa.timestamp("us", tz="UTC")))
+        os.makedirs(quarantine_dir, exist_ok=True)
+        name = "part-%s-driver.snappy.parquet" % uuid.uuid4().hex
+        # Written under a hidden name and renamed: a reader never sees half a file.
+        pq.write_table(table, os.path.join(quarantine_dir, "." + name), compression="snappy")
+        os.rename(os.path.join(quarantine_dir, "." + name), os.path.join(quarantine_dir, name))
+    stats["quarantined_new"] += table.num_rows
+    return True
+
+
+def _few_lines(staging):
+    """The staged lines to check again, read with PyArrow for the driver's check: a list
+    of (value, source_file, key) as `keyed` gives them (value None over
+    DRIVER_LINE_BYTES), or None to collect them with Spark (more than DRIVER_LINES lines,
+    or more text than DRIVER_LINES lines of DRIVER_LINE_BYTES)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    files = _parquet_files(os.path.join(_os_path(staging), "date=" + NULL_PARTITION))
+    if _arrow_rows(files) > DRIVER_LINES:
+        return None
+    text = sum(md.row_group(g).column(c).total_uncompressed_size
+               for md in (pq.ParquetFile(f).metadata for f in files)
+               for g in range(md.num_row_groups)
+               for c in range(md.num_columns) if md.row_group(g).column(c).path_in_schema == "id")
+    if text > DRIVER_LINES * DRIVER_LINE_BYTES:
+        return None
+    # Bytes, as Spark holds them: the key hashes the line's own bytes, and a line that is
+    # not UTF-8 decodes with U+FFFD, which schema.verdict leaves to Spark.
+    raw = _arrow_column(files, "id", pa.binary()).to_pylist()
+    src = _arrow_column(files, "source_file").to_pylist()
+    out = []
+    for line, source_file in zip(raw, src):
+        key = hashlib.sha256(source_file.encode("utf-8") + b"\n" + line).hexdigest()
+        value = line.decode("utf-8", "replace") if len(line) <= DRIVER_LINE_BYTES else None
+        out.append((value, source_file, key))
+    return out
 
 
 def _typed(spark, good, catalog):
@@ -746,8 +889,8 @@ def _check_on_driver(spark, rows, keyed, staging, lake, catalog, stats):
     Spark classifier gives; the lines it leaves to Spark (schema.UNSURE) go to _exact.
 
     Args:
-      rows: the lines, collected rows of `keyed` (value NULL for a line over
-        DRIVER_LINE_BYTES: it goes to _exact).
+      rows: the lines, (value, source_file, key) tuples of `keyed` (value None for a line
+        over DRIVER_LINE_BYTES: it goes to _exact).
       keyed: DataFrame(value, source_file, key) of the lines (key: _key()).
       staging: the batch's staging directory.
     Returns:
@@ -756,30 +899,29 @@ def _check_on_driver(spark, rows, keyed, staging, lake, catalog, stats):
     from pyspark.sql import functions as F
     lines = blank = valid = 0
     good, bad, unsure, dates = [], {}, [], set()
-    for r in rows:
-        v = S.UNSURE if r["value"] is None else S.verdict(r["value"], catalog)
+    for value, source_file, key in rows:
+        v = S.UNSURE if value is None else S.verdict(value, catalog)
         if v == S.UNSURE:
-            unsure.append(r["key"])
+            unsure.append(key)
             continue
         lines += 1
         if v is None:
             blank += 1
         elif not v[1]:
             valid += 1
-            good.append((r["value"], r["source_file"]))
+            good.append((value, source_file))
             dates.add(_utc_date(v[0]["ts"]))
         else:
             reason = v[1][0]
             stats["reasons"][reason] = stats["reasons"].get(reason, 0) + 1
             stats["quarantined"] += 1
-            bad.setdefault(r["key"], (r["value"], r["source_file"], reason, v[1], r["key"]))
+            bad.setdefault(key, (value, source_file, reason, v[1], key))
     accepted = 0
     if good:
         accepted = _append_events(spark, _typed(spark, good, catalog),
                                   os.path.join(lake, "events"), sorted(dates), catalog)
     if bad:
-        _quarantine(spark, spark.createDataFrame(list(bad.values()), QUARANTINE_SCHEMA),
-                    lake, stats)
+        _quarantine(spark, list(bad.values()), lake, stats)
     if unsure:
         more = _exact(spark, keyed.where(F.col("key").isin(unsure)).drop("key"), staging,
                       lake, catalog, stats)

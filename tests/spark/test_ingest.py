@@ -210,6 +210,48 @@ def test_reingest_adds_nothing(spark, tmp_path, monkeypatch, id_bytes):
     assert ingest.read_quarantine(spark, lake).count() == 1
 
 
+def test_driver_and_spark_quarantines_are_one_table(spark, tmp_path, monkeypatch):
+    """Bad lines quarantined by Spark's classifier and by the driver (PyArrow) land in one
+    table Spark reads; both key a line alike, a line that is not UTF-8 too, so a second
+    run by the other way adds nothing."""
+    src = tmp_path / "in"
+    src.mkdir()
+    not_utf8 = b'{"v":1,"id":"n:r:\xff","ts":1735689600000,"node":"n","event":"want"}'
+    (src / "a.jsonl").write_bytes(b"oops\n" + not_utf8 + b"\n" + _with(n=-1).encode() + b"\n")
+    lake = str(tmp_path / "lake")
+    monkeypatch.setattr(ingest, "DRIVER_LINES", 0)          # Spark classifies and writes
+    first = ingest.ingest(spark, str(src), lake, mode="batch")
+    assert first["quarantined"] == 3 and first["quarantined_new"] == 3
+    monkeypatch.setattr(ingest, "DRIVER_LINES", 20000)      # the driver, through PyArrow
+    again = ingest.ingest(spark, str(src), lake, mode="batch")
+    assert again["quarantined"] == 3 and again["quarantined_new"] == 0
+    assert again["reasons"] == first["reasons"]
+    (src / "b.jsonl").write_text("nope\n" + _with(n=-2) + "\n")
+    third = ingest.ingest(spark, str(src), lake, mode="batch")
+    assert third["quarantined_new"] == 2
+    q = ingest.read_quarantine(spark, lake)
+    rows = q.collect()
+    assert len(rows) == 5 and len({r["key"] for r in rows}) == 5
+    assert all(r["ingested_at"] is not None and r["reasons"] for r in rows)
+    assert {r["reason"] for r in rows if r["source_file"].endswith("b.jsonl")} == {
+        "unparsable", "range:n"}
+
+
+def test_id_hashes_equal_for_equal_ids_only():
+    import pyarrow as pa
+    ids = ["a", "", "node03:b:12", "x" * 300, "a", "x" * 299 + "y", "é:1", "node03:b:12"]
+    arr = pa.chunked_array([pa.array(ids[:3]), pa.array(ids[3:]).slice(0)])
+    for chunk in (1, 3, 1 << 18):
+        h = ingest._id_hashes(arr, chunk=chunk)
+        assert len(h) == len(ids)
+        for i, a in enumerate(ids):
+            for j, b in enumerate(ids):
+                assert (h[i] == h[j]) == (a == b), (a, b)
+    # A sliced array hashes its own strings, not its parent's first ones.
+    assert list(ingest._id_hashes(pa.chunked_array([pa.array(ids).slice(2, 3)]))) == list(
+        ingest._id_hashes(pa.chunked_array([pa.array(ids[2:5])])))
+
+
 def test_stream_picks_up_new_files_only(spark, tmp_path):
     src = tmp_path / "in"
     sc = _small()
