@@ -681,20 +681,19 @@ def _count_ids(spark, staging, parts, events_dir, dates):
     from pyspark.sql import functions as F
     have = _lake_dates(spark, events_dir, dates)
     if _local(staging) and _local(events_dir):
-        dirs = [str(p.toUri().getPath()) for _, _, p in parts] + [
-            os.path.join(_os_path(events_dir), "date=" + d) for d in have]
-        files = [f for d in dirs for f in _parquet_files(d)]
-        if sum(os.path.getsize(f) for f in files) <= DRIVER_ID_BYTES:
-            h = _id_hashes(_arrow_column(files, "id"))
-            n = sum(_arrow_rows(_parquet_files(str(p.toUri().getPath()))) for _, _, p in parts)
-            h.sort()
-            return n, bool((h[1:] == h[:-1]).any())
-    new = _ids(spark, staging).where(F.col("date").isNotNull()).select(
-        F.xxhash64("id").alias("h"))
+        staged = [f for _, _, p in parts for f in _parquet_files(p.toUri().getPath())]
+        stored = [f for d in have
+                  for f in _parquet_files(os.path.join(_os_path(events_dir), "date=" + d))]
+        if sum(os.path.getsize(f) for f in staged + stored) <= DRIVER_ID_BYTES:
+            import numpy as np
+            new = _id_hashes(_arrow_table(staged, ["id"]).column("id"))
+            h = np.sort(np.concatenate((new, _id_hashes(_arrow_table(stored, ["id"]).column("id")))))
+            return len(new), bool((h[1:] == h[:-1]).any())
+    ids = (_ids(spark, staging).where(F.col("date").isNotNull())
+           .select(F.xxhash64("id").alias("h"), F.lit(1).alias("new")))
     old = _ids_at(spark, events_dir, have)
-    ids = new.withColumn("new", F.lit(1))
     if old is not None:
-        ids = ids.unionAll(old.select(F.xxhash64("id").alias("h")).withColumn("new", F.lit(0)))
+        ids = ids.unionAll(old.select(F.xxhash64("id").alias("h"), F.lit(0).alias("new")))
     r = (ids.groupBy("h").agg(F.count(F.lit(1)).alias("n"), F.sum("new").alias("new"))
          .agg(F.sum("new").alias("rows"), F.max("n").alias("most")).first())
     return r["rows"] or 0, (r["most"] or 0) > 1
@@ -721,22 +720,14 @@ def _parquet_files(directory):
     return out
 
 
-def _arrow_column(files, name, type_=None):
-    """One column of Parquet files as a pyarrow ChunkedArray (`type_` to read it as)."""
+def _arrow_table(files, columns):
+    """Columns of local Parquet files as one pyarrow Table (strings read as they are
+    stored: PyArrow does not check their UTF-8)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    chunks = []
-    for f in files:
-        t = pq.read_table(f, columns=[name])
-        c = t.column(name)
-        chunks += (c.cast(type_) if type_ is not None else c).chunks
-    return pa.chunked_array(chunks, type=type_ or (chunks[0].type if chunks else pa.string()))
-
-
-def _arrow_rows(files):
-    """Rows in Parquet files, from their footers."""
-    import pyarrow.parquet as pq
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    if not files:
+        return pa.table({c: pa.array([], pa.string()) for c in columns})
+    return pa.concat_tables([pq.read_table(f, columns=columns) for f in files])
 
 
 # Odd 64-bit multipliers, one per byte position of an id (ids are at most 128 bytes by the
@@ -831,8 +822,8 @@ def _arrow_quarantine(rows, quarantine_dir, stats):
         "reasons": pa.array([list(x) for x in cols[3]], pa.list_(pa.string())),
         "key": pa.array(cols[4], pa.string())})
     if files:
-        table = table.filter(pc.invert(pc.is_in(table.column("key"),
-                                                value_set=_arrow_column(files, "key").combine_chunks())))
+        have = _arrow_table(files, ["key"]).column("key").combine_chunks()
+        table = table.filter(pc.invert(pc.is_in(table.column("key"), value_set=have)))
     if table.num_rows:
         now = dt.datetime.now(dt.timezone.utc)
         table = table.append_column("ingested_at", pa.array([now] * table.num_rows,
@@ -854,20 +845,21 @@ def _few_lines(staging):
     import pyarrow as pa
     import pyarrow.parquet as pq
     files = _parquet_files(os.path.join(_os_path(staging), "date=" + NULL_PARTITION))
-    if _arrow_rows(files) > DRIVER_LINES:
-        return None
-    text = sum(md.row_group(g).column(c).total_uncompressed_size
-               for md in (pq.ParquetFile(f).metadata for f in files)
-               for g in range(md.num_row_groups)
-               for c in range(md.num_columns) if md.row_group(g).column(c).path_in_schema == "id")
-    if text > DRIVER_LINES * DRIVER_LINE_BYTES:
+    rows = text = 0
+    for f in files:
+        md = pq.ParquetFile(f).metadata
+        rows += md.num_rows
+        text += sum(md.row_group(g).column(c).total_uncompressed_size
+                    for g in range(md.num_row_groups) for c in range(md.num_columns)
+                    if md.row_group(g).column(c).path_in_schema == "id")
+    if rows > DRIVER_LINES or text > DRIVER_LINES * DRIVER_LINE_BYTES:
         return None
     # Bytes, as Spark holds them: the key hashes the line's own bytes, and a line that is
     # not UTF-8 decodes with U+FFFD, which schema.verdict leaves to Spark.
-    raw = _arrow_column(files, "id", pa.binary()).to_pylist()
-    src = _arrow_column(files, "source_file").to_pylist()
+    t = _arrow_table(files, ["id", "source_file"])
     out = []
-    for line, source_file in zip(raw, src):
+    for line, source_file in zip(t.column("id").cast(pa.binary()).to_pylist(),
+                                 t.column("source_file").to_pylist()):
         key = hashlib.sha256(source_file.encode("utf-8") + b"\n" + line).hexdigest()
         value = line.decode("utf-8", "replace") if len(line) <= DRIVER_LINE_BYTES else None
         out.append((value, source_file, key))

@@ -240,7 +240,7 @@ def test_driver_and_spark_quarantines_are_one_table(spark, tmp_path, monkeypatch
 def test_id_hashes_equal_for_equal_ids_only():
     import pyarrow as pa
     ids = ["a", "", "node03:b:12", "x" * 300, "a", "x" * 299 + "y", "é:1", "node03:b:12"]
-    arr = pa.chunked_array([pa.array(ids[:3]), pa.array(ids[3:]).slice(0)])
+    arr = pa.chunked_array([pa.array(ids[:3]), pa.array(ids[3:])])
     for chunk in (1, 3, 1 << 18):
         h = ingest._id_hashes(arr, chunk=chunk)
         assert len(h) == len(ids)
