@@ -1,7 +1,7 @@
 """Benchmark: validated Spark ingest against plain JSON -> Parquet and a Python baseline.
 
 Usage: python tools/bench_spark.py [--sizes 1e6,1e7] [--master local[2]] [--workdir DIR]
-                                   [--repeat K] [--pieces]
+                                   [--repeat K] [--warmup N] [--pieces]
 
 For each size N it writes N synthetic events (a tinySSB mesh mix of tx/rx/append/goset/
 want lines, 0.1 % bad lines) as JSONL files, then on the same files in the same run:
@@ -14,11 +14,16 @@ want lines, 0.1 % bad lines) as JSONL files, then on the same files in the same 
   - ingest: `tssb_spark.ingest` in batch mode into a fresh lake (parse, validate,
     quarantine, dedupe, Parquet partitioned by date and node)
 The two Spark cases alternate K times (default 2) and each keeps its best time, so a
-neighbour's load on a shared machine hits both alike. One JSON line per size: events/s of
-each, "vs_plain" = ingest / plain and "vs_python" = ingest / python (the issue's bars: 0.7
-and 1.3), and the Parquet bytes of the events table against the JSONL bytes. The default
-size (10^6) takes a few minutes on 2 cores; `--sizes 1e7` writes 1.6 GB of JSONL to the
-work directory (default: a temporary one, removed afterwards).
+neighbour's load on a shared machine hits both alike. Before any timed run both cases run
+WARMUP_RUNS times on a warm-up input of N events (--warmup, default 10^6): HotSpot
+compiles and recompiles the jobs' generated code over the first millions of rows (a run
+in a fresh JVM takes 2-3x as long, plain and ingest alike), and the ingest's code,
+being larger, settles later than plain's; with a small warm-up the first timed runs
+measure the JIT more than the job. One JSON line per size: events/s of each, "vs_plain" =
+ingest / plain and "vs_python" = ingest / python (the issue's bars: 0.7 and 1.3), every
+timed run's seconds, and the Parquet bytes of the events table against the JSONL bytes.
+The default size (10^6) takes a few minutes on 2 cores; `--sizes 1e7` writes 1.6 GB of
+JSONL to the work directory (default: a temporary one, removed afterwards).
 """
 import argparse
 import json
@@ -44,6 +49,8 @@ BAD_EVERY = 1000          # one bad line per 1000 (quarantine path stays exercis
 EPOCH = 1735689600000     # 2025-01-01T00:00:00Z; events spread over two days
 SPAN_MS = 2 * 24 * 3600 * 1000
 DEFAULT_SIZES = "1e6"
+DEFAULT_WARMUP = 1000000
+WARMUP_RUNS = 2
 
 
 def generate(directory, n, seed=1):
@@ -164,6 +171,9 @@ def main(argv=None):
     ap.add_argument("--workdir", help="scratch directory (default: a temporary one)")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each Spark case, alternating; best kept (default 2)")
+    ap.add_argument("--warmup", type=int, default=DEFAULT_WARMUP,
+                    help="events of the warm-up input both cases run on first "
+                         "(default %(default)s)")
     ap.add_argument("--pieces", action="store_true",
                     help="also time the parts of the jobs (noop sink; see above)")
     args = ap.parse_args(argv)
@@ -176,12 +186,19 @@ def main(argv=None):
     spark.sparkContext.setLogLevel("ERROR")
     say = lambda m: print("bench_spark: " + m, file=sys.stderr, flush=True)  # noqa: E731
     try:
-        # Warm-up on a tiny input so JVM start and code generation are not in the figures.
+        # Warm-up: JVM start, code generation and the JIT's first compilations stay out
+        # of the figures (module docstring).
         warm = os.path.join(work, "warm")
         shutil.rmtree(warm, ignore_errors=True)
-        generate(os.path.join(warm, "in"), 2000)
-        ingest.ingest(spark, os.path.join(warm, "in"), os.path.join(warm, "lake"), mode="batch")
-        plain_json(spark, os.path.join(warm, "in"), os.path.join(warm, "plain"))
+        generate(os.path.join(warm, "in"), max(1, args.warmup))
+        for k in range(WARMUP_RUNS):
+            say("warm-up (%d events), run %d of %d" % (args.warmup, k + 1, WARMUP_RUNS))
+            for d in ("lake", "plain"):
+                shutil.rmtree(os.path.join(warm, d), ignore_errors=True)
+            ingest.ingest(spark, os.path.join(warm, "in"), os.path.join(warm, "lake"),
+                          mode="batch")
+            plain_json(spark, os.path.join(warm, "in"), os.path.join(warm, "plain"))
+        shutil.rmtree(warm, ignore_errors=True)
         for n in sizes:
             src = os.path.join(work, "in-%d" % n)
             lake = os.path.join(work, "lake-%d" % n)
@@ -193,6 +210,7 @@ def main(argv=None):
             say("%d events: python baseline" % n)
             py_s, py_valid = python_baseline(src)
             best = {"plain": None, "ingest": None}
+            runs = {"plain": [], "ingest": []}
             parts = pieces(spark, src) if args.pieces else {}
             for k in range(args.repeat):
                 for name, run in parts.items():
@@ -207,6 +225,7 @@ def main(argv=None):
                 rows = plain_json(spark, src, plain)
                 dt = time.perf_counter() - t0
                 best["plain"] = min(best["plain"] or dt, dt)
+                runs["plain"].append(round(dt, 2))
                 assert rows == lines, (rows, lines)
                 say("%d events: validated ingest, run %d" % (n, k + 1))
                 shutil.rmtree(lake, ignore_errors=True)
@@ -214,6 +233,7 @@ def main(argv=None):
                 st = ingest.ingest(spark, src, lake, mode="batch")
                 dt = time.perf_counter() - t0
                 best["ingest"] = min(best["ingest"] or dt, dt)
+                runs["ingest"].append(round(dt, 2))
                 assert st["accepted"] == py_valid, (st, py_valid)
             pq = dir_bytes(os.path.join(lake, "events"), ".parquet")
             rate = {k: lines / v for k, v in best.items()}
@@ -227,11 +247,13 @@ def main(argv=None):
                 "ingest_events_per_s": round(rate["ingest"]),
                 "vs_plain": round(rate["ingest"] / rate["plain"], 3),
                 "vs_python": round(rate["ingest"] * py_s / lines, 3),
+                "plain_runs_s": runs["plain"], "ingest_runs_s": runs["ingest"],
                 "jsonl_bytes": jsonl_bytes, "parquet_bytes": pq,
                 "parquet_over_jsonl": round(pq / float(jsonl_bytes), 4),
                 "pieces_events_per_s": {k: round(rate[k]) for k in parts},
                 "load_avg": os.getloadavg()[0],
-                "master": args.master, "repeat": args.repeat}), flush=True)
+                "master": args.master, "repeat": args.repeat, "warmup": args.warmup}),
+                  flush=True)
             for d in (src, lake, plain):
                 shutil.rmtree(d, ignore_errors=True)
     finally:

@@ -65,6 +65,13 @@ TRICKY = [
     _with()[:-1] + ', "v": 1, "v": 9}',
     "\f" + _with(),
     _with() + "\t}",
+    # Syntax errors that keep the line's commas and brace: the parse must give no column
+    # of them (were the fields before the error kept, the first would count out right).
+    _with(event="rx", n=KeyError, kind="entry", length=10, rssi=-90.0).replace(', "rssi"',
+                                                                               ' "rssi"'),
+    _with(event="rx", n=KeyError, kind="entry", length=10, rssi=-90.0).replace('"rssi":',
+                                                                               '"rssi"'),
+    _with()[:-1] + ",}",
 ]
 # Valid lines the fast check leaves to the exact one: a null value, more pairs than an
 # event has fields, a key written twice, blanks after the object, a string value that a
@@ -208,6 +215,36 @@ def test_reingest_adds_nothing(spark, tmp_path, monkeypatch, id_bytes):
     assert third["quarantined"] == 1 and third["quarantined_new"] == 0
     assert ingest.read_events(spark, lake).count() == 4
     assert ingest.read_quarantine(spark, lake).count() == 1
+
+
+@pytest.mark.parametrize("id_bytes", [0, ingest.DRIVER_ID_BYTES])
+def test_deferred_field_checks_send_the_batch_back(spark, tmp_path, monkeypatch, id_bytes):
+    """The staging job leaves the id and node patterns to the driver (DEFERRED_FIELDS);
+    a value that fails them (or a number the parse read as text) has the batch staged
+    again with the whole fast check, and the lake comes out as the exact rules say."""
+    monkeypatch.setattr(ingest, "DRIVER_ID_BYTES", id_bytes)   # 0: a Spark job reads ids
+    assert set(ingest._deferred(schema.Catalog())) == {"id", "node"}
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.jsonl").write_text(_with() + "\n" + _with(id="n:r:2") + "\n")
+    lake = str(tmp_path / "lake")
+    st = ingest.ingest(spark, str(src), lake, mode="batch")
+    assert st["rechecked"] == 0 and st["accepted"] == 2
+    cat = schema.Catalog()
+    cases = [_with(id=12, node="m"), _with(id="n:r:3", node=5), _with(id="n:r:4", node=""),
+             _with(id="a b", node="m"), _with(id="n:r:5", node="a%2Fb"),
+             _with(id="n:r:6", node="12"), _with(id="7", node="m")]
+    for k, l in enumerate(cases):
+        one = tmp_path / ("in%d" % k)
+        one.mkdir()
+        (one / "c.jsonl").write_text(l + "\n")
+        st = ingest.ingest(spark, str(one), lake, mode="batch")
+        rec, reasons = schema.validate_line(l, cat)
+        assert st["rechecked"] == 1, l
+        assert st["accepted"] == (0 if reasons else 1), l
+        assert st["reasons"] == {r: 1 for r in reasons}, l
+    ids = sorted(r["id"] for r in ingest.read_events(spark, lake).collect())
+    assert ids == ["7", "n:r:1", "n:r:2", "n:r:6"]
 
 
 def test_driver_and_spark_quarantines_are_one_table(spark, tmp_path, monkeypatch):
