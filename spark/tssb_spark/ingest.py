@@ -13,11 +13,12 @@ accepted on this parse alone when column expressions show it is exactly a valid 
 (`fast_check_sql`): the raw line ends with its only "}" and holds one comma fewer than
 the typed row has non-null columns (so every key is a schema key, present once, with a
 non-null value of its column's type), the string values came from JSON strings and match
-their patterns, and the event and range rules hold on the typed values. On a lake on local
-disk the patterns of DEFERRED_FIELDS are checked by the driver after the job instead. The few lines that fail are classified exactly, in the
-driver (`schema.verdict`, the Spark classifier's reasons) when there are at most
-DRIVER_LINES of them, else by Spark (`classify`: a second parse as a string map, every
-rule as SQL); the tests check that the three agree. On a lake on local disk the driver's
+their patterns, and the event and range rules hold on the typed values (on a lake on local
+disk the driver checks the patterns of DEFERRED_FIELDS after the job instead). The few
+lines that fail are classified exactly, in the driver (`schema.verdict`, the Spark
+classifier's reasons) when there are at most DRIVER_LINES of them, else by Spark
+(`classify`: a second parse as a string map, every rule as SQL); the tests check that the
+three agree. On a lake on local disk the driver's
 small steps read and write Parquet with PyArrow, without a Spark job: the lines to check
 again, the ids of the repeat check, the quarantine's keys and its new rows.
 
@@ -637,15 +638,15 @@ def process(spark, lines, lake, catalog, stats):
             with _session_conf(spark, {"spark.sql.files.minPartitionNum": str(tasks)}):
                 _write(df.selectExpr(*cols), staging)
             parts = _partitions(spark, staging)
-            ids = _staged_ids(parts) if _local(staging) else None
+            ids, staged_bytes = _staged_ids(parts) if _local(staging) else (None, 0)
             if not check or _deferred_hold(spark, staging, parts, ids, catalog, check):
                 break
             # A deferred field failed: stage the batch again with the whole fast check.
             stats["rechecked"] += 1
             fs.delete(root, True)
         dates = sorted({d for d, _, _ in parts})
-        fast, repeated = (_count_ids(spark, staging, parts, events_dir, dates, ids) if parts
-                          else (0, False))
+        fast, repeated = (_count_ids(spark, staging, events_dir, dates, ids, staged_bytes)
+                          if parts else (0, False))
         if repeated:
             staged_rows = (spark.read.schema(_staging_schema(catalog)).parquet(staging)
                            .where(F.col("date").isNotNull()))
@@ -699,27 +700,25 @@ def _session_conf(spark, conf):
                 spark.conf.set(k, v)
 
 
-def _count_ids(spark, staging, parts, events_dir, dates, ids=None):
+def _count_ids(spark, staging, events_dir, dates, ids=None, staged_bytes=0):
     """Whether an id repeats among the staged valid rows or is already in the lake for
     `dates`, and how many staged valid rows there are.
 
     Args:
-      parts: the staged valid partitions (_partitions).
-      ids: their ids if the driver read them (_staged_ids), else None.
+      ids, staged_bytes: the staged valid rows' ids if the driver read them, and the
+        bytes of their files (_staged_ids); ids None: Spark reads them.
     Returns:
       (rows, repeated). 64-bit hashes of the ids are compared, not the ids; a collision
       only sends the batch down the exact dedupe.
     """
     from pyspark.sql import functions as F
     have = _lake_dates(spark, events_dir, dates)
-    if _local(staging) and _local(events_dir):
-        staged = [f for _, _, p in parts for f in _parquet_files(p.toUri().getPath())]
+    if ids is not None and _local(events_dir):
         stored = [f for d in have
                   for f in _parquet_files(os.path.join(_os_path(events_dir), "date=" + d))]
-        if sum(os.path.getsize(f) for f in staged + stored) <= DRIVER_ID_BYTES:
+        if staged_bytes + sum(os.path.getsize(f) for f in stored) <= DRIVER_ID_BYTES:
             import numpy as np
-            new = _id_hashes(ids if ids is not None else
-                             _arrow_table(staged, ["id"]).column("id"))
+            new = _id_hashes(ids)
             h = np.sort(np.concatenate((new, _id_hashes(_arrow_table(stored, ["id"]).column("id")))))
             return len(new), bool((h[1:] == h[:-1]).any())
     ids = (_ids(spark, staging).where(F.col("date").isNotNull())
@@ -764,12 +763,14 @@ def _arrow_table(files, columns):
 
 
 def _staged_ids(parts):
-    """The ids of the staged valid rows (a pyarrow ChunkedArray), or None when their files
-    hold more than DRIVER_ID_BYTES."""
+    """(the ids of the staged valid rows as a pyarrow ChunkedArray, the bytes of their
+    files); the ids None when the files hold more than DRIVER_ID_BYTES. One listing and
+    one read serve the deferred checks and the repeat check."""
     files = [f for _, _, p in parts for f in _parquet_files(p.toUri().getPath())]
-    if sum(os.path.getsize(f) for f in files) > DRIVER_ID_BYTES:
-        return None
-    return _arrow_table(files, ["id"]).column("id")
+    size = sum(os.path.getsize(f) for f in files)
+    if size > DRIVER_ID_BYTES:
+        return None, size
+    return _arrow_table(files, ["id"]).column("id"), size
 
 
 def _deferred_hold(spark, staging, parts, ids, catalog, deferred):
