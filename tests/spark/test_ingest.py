@@ -289,6 +289,50 @@ def test_id_hashes_equal_for_equal_ids_only():
         ingest._id_hashes(pa.chunked_array([pa.array(ids[2:5])])))
 
 
+def test_stringified_texts_start_with_a_listed_character():
+    import re
+    samples = ["0", "-0", "7", "12", "-12", "1.5", "-0.25", "1e5", "1E+5", "-2.5e-3", "true",
+               "false", "Infinity", "-Infinity", "NaN"]
+    assert all(re.fullmatch(ingest.STRINGIFIED, s) for s in samples)
+    # Each listed character starts one, no other makes one of any sample's tail.
+    tails = {s[k:] for s in samples for k in range(len(s) + 1)}
+    for c in map(chr, range(1, 128)):
+        starts = any(re.fullmatch(ingest.STRINGIFIED, c + t) for t in tails)
+        assert starts == (c in ingest.STRINGIFIED_FIRST), c
+
+
+def test_class_scan_agrees_with_the_pattern():
+    import random
+    import re
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    body = "[A-Za-z0-9._:-]{1,12}"
+    rnd = random.Random(7)
+    alphabet = "ab:._-09Z %\u00e912eE+tINf"
+    for _ in range(2000):
+        values = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 14)))
+                  for _ in range(rnd.randint(0, 6))]
+        values += rnd.sample(["12", "-1.5e3", "true", "NaN", "-Infinity", "t", "node:1"], 2)
+        cut = rnd.randint(0, len(values))
+        col = pa.chunked_array([pa.array(values[:cut], pa.string()),
+                                pa.array(values[cut:], pa.string())]).slice(1)
+        values = values[1:]
+        fits, maybe = ingest._class_scan(col, body)
+        want = all(re.fullmatch(body, v) for v in values)
+        if fits is None:      # a byte outside ASCII: the caller asks a regex
+            assert any(ord(ch) > 127 for v in values for ch in v)
+        else:
+            assert fits == want, values
+        assert len(maybe) == len(values)
+        # Every STRINGIFIED value is among those the mask keeps.
+        assert all(maybe[i] for i, v in enumerate(values)
+                   if re.fullmatch(ingest.STRINGIFIED, v)), values
+    assert ingest._class_scan(pa.chunked_array([pa.array(["a", None])]), body)[0] is False
+    assert pc.all(pa.array(ingest._class_scan(
+        pa.chunked_array([pa.array(["x" * 13])]), body)[1])).as_py() is False
+
+
 def test_stream_picks_up_new_files_only(spark, tmp_path):
     src = tmp_path / "in"
     sc = _small()
