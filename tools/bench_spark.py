@@ -209,33 +209,31 @@ def main(argv=None):
             gen_s = time.perf_counter() - t0
             say("%d events: python baseline" % n)
             py_s, py_valid = python_baseline(src)
-            best = {"plain": None, "ingest": None}
-            runs = {"plain": [], "ingest": []}
             parts = pieces(spark, src) if args.pieces else {}
+            runs = {name: [] for name in ["plain", "ingest"] + list(parts)}   # seconds
             for k in range(args.repeat):
                 for name, run in parts.items():
                     say("%d events: %s (noop sink), run %d" % (n, name, k + 1))
                     t0 = time.perf_counter()
                     run()
                     dt = time.perf_counter() - t0
-                    best[name] = min(best.get(name) or dt, dt)
+                    runs[name].append(dt)
                 say("%d events: plain JSON -> Parquet, run %d" % (n, k + 1))
                 shutil.rmtree(plain, ignore_errors=True)
                 t0 = time.perf_counter()
                 rows = plain_json(spark, src, plain)
                 dt = time.perf_counter() - t0
-                best["plain"] = min(best["plain"] or dt, dt)
-                runs["plain"].append(round(dt, 2))
+                runs["plain"].append(dt)
                 assert rows == lines, (rows, lines)
                 say("%d events: validated ingest, run %d" % (n, k + 1))
                 shutil.rmtree(lake, ignore_errors=True)
                 t0 = time.perf_counter()
                 st = ingest.ingest(spark, src, lake, mode="batch")
                 dt = time.perf_counter() - t0
-                best["ingest"] = min(best["ingest"] or dt, dt)
-                runs["ingest"].append(round(dt, 2))
+                runs["ingest"].append(dt)
                 assert st["accepted"] == py_valid, (st, py_valid)
             pq = dir_bytes(os.path.join(lake, "events"), ".parquet")
+            best = {k: min(v) for k, v in runs.items()}
             rate = {k: lines / v for k, v in best.items()}
             print(json.dumps({
                 "bench": "spark_ingest", "case": "%g events" % n, "events": lines,
@@ -247,7 +245,8 @@ def main(argv=None):
                 "ingest_events_per_s": round(rate["ingest"]),
                 "vs_plain": round(rate["ingest"] / rate["plain"], 3),
                 "vs_python": round(rate["ingest"] * py_s / lines, 3),
-                "plain_runs_s": runs["plain"], "ingest_runs_s": runs["ingest"],
+                "plain_runs_s": [round(x, 2) for x in runs["plain"]],
+                "ingest_runs_s": [round(x, 2) for x in runs["ingest"]],
                 "jsonl_bytes": jsonl_bytes, "parquet_bytes": pq,
                 "parquet_over_jsonl": round(pq / float(jsonl_bytes), 4),
                 "pieces_events_per_s": {k: round(rate[k]) for k in parts},

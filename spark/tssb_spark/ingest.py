@@ -826,39 +826,48 @@ def _deferred_hold(spark, staging, parts, ids, catalog, deferred):
     return True
 
 
-def _class_scan(column, body):
-    """Numpy over the Arrow buffers of a string ChunkedArray without nulls: a pattern
-    body of one character class repeated (_CLASS_PATTERN) checked as a table of the
-    ASCII bytes it admits and bounds on the lengths.
-
-    Returns:
-      (fits, maybe): fits whether every value matches body, None if a value holds a byte
-      outside ASCII (the caller asks a regex); maybe a numpy bool mask of the values that
-      start with a character of STRINGIFIED_FIRST.
-    """
+def _string_buffers(array):
+    """(offsets from 0, bytes) of the strings of a pyarrow string Array, as numpy views of
+    its Arrow buffers (a slice gives its own strings only)."""
     import numpy as np
     import pyarrow as pa
-    column = column.cast(pa.string())       # 32-bit offsets (a no-op when it has them)
+    array = array.cast(pa.string())         # 32-bit offsets (a no-op when it has them)
+    if len(array) == 0:
+        return np.zeros(1, np.int64), np.zeros(0, np.uint8)
+    bufs = array.buffers()
+    off = np.frombuffer(bufs[1], dtype=np.int32)[array.offset:array.offset + len(array) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return off.astype(np.int64) - off[0], data[off[0]:off[-1]]
+
+
+def _class_scan(column, body):
+    """Numpy over the Arrow buffers of a string ChunkedArray: a pattern body of one
+    character class repeated (_CLASS_PATTERN) checked as a table of the ASCII bytes it
+    admits and bounds on the lengths.
+
+    Returns:
+      (fits, maybe): fits whether every value matches body (False if one is null), None
+      if a value holds a byte outside ASCII (the caller asks a regex); maybe a numpy bool
+      mask of the values that start with a character of STRINGIFIED_FIRST.
+    """
+    import numpy as np
     cls, lo, hi = _CLASS_PATTERN.fullmatch("^%s$" % body).groups()
     lo, hi = int(lo), int(hi or lo)
     table = np.zeros(256, bool)
     table[:128] = [re.fullmatch(cls, chr(b)) is not None for b in range(128)]
     first = np.zeros(256, bool)
     first[[ord(c) for c in STRINGIFIED_FIRST]] = True
-    fits, maybe = column.null_count == 0, []
+    fits, maybe = column.null_count == 0, [np.zeros(0, bool)]
     for a in column.chunks:
-        bufs = a.buffers()
-        off = np.frombuffer(bufs[1], dtype=np.int32)[a.offset:a.offset + len(a) + 1]
-        data = (np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None
-                else np.zeros(1, np.uint8))[off[0]:off[-1]]
+        off, data = _string_buffers(a)
         lens = np.diff(off)
         if fits is not False and (data >= 128).any():
             fits = None
         elif fits and len(a) and not (table[data].all() and lo <= lens.min() and lens.max() <= hi):
             fits = False
-        starts = np.minimum(off[:-1] - off[0], max(len(data) - 1, 0))
+        starts = np.minimum(off[:-1], max(len(data) - 1, 0))
         maybe.append((lens > 0) & first[data[starts]] if len(data) else lens > 0)
-    return fits, np.concatenate(maybe) if maybe else np.zeros(0, bool)
+    return fits, np.concatenate(maybe)
 
 
 # Odd 64-bit multipliers, one per byte position of an id (ids are at most 128 bytes by the
@@ -873,8 +882,6 @@ def _id_hashes(column, chunk=1 << 18):
     dedupe."""
     global _ID_WEIGHTS
     import numpy as np
-    import pyarrow as pa
-    column = column.cast(pa.string())       # 32-bit offsets (a no-op when it has them)
     if _ID_WEIGHTS is None:
         rnd = np.random.default_rng(0x7455)
         _ID_WEIGHTS = rnd.integers(0, 1 << 62, size=256, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
@@ -884,14 +891,11 @@ def _id_hashes(column, chunk=1 << 18):
             c = a.slice(start, chunk)
             if len(c) == 0:
                 continue
-            bufs = c.buffers()
-            off = np.frombuffer(bufs[1], dtype=np.int32)[c.offset:c.offset + len(c) + 1].astype(np.int64)
-            data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+            off, data = _string_buffers(c)
             lens = np.diff(off)
-            first, last = off[0], off[-1]
-            pos = (np.arange(last - first) - np.repeat(off[:-1] - first, lens)) % len(_ID_WEIGHTS)
-            terms = np.append(data[first:last].astype(np.uint64) * _ID_WEIGHTS[pos], np.uint64(0))
-            h = np.add.reduceat(terms, off[:-1] - first)
+            pos = (np.arange(len(data)) - np.repeat(off[:-1], lens)) % len(_ID_WEIGHTS)
+            terms = np.append(data.astype(np.uint64) * _ID_WEIGHTS[pos], np.uint64(0))
+            h = np.add.reduceat(terms, off[:-1])
             h[lens == 0] = 0          # reduceat gives the next term for an empty range
             out.append(h ^ (lens.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)))
     return np.concatenate(out)
