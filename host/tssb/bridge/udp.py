@@ -23,7 +23,7 @@ class UdpPort(asyncio.DatagramProtocol):
         self.dest = (group, port)
         self.transport = None
         self.recent = collections.OrderedDict()
-        self.counts = {"rx": 0, "tx": 0, "echo": 0, "bad": 0}
+        self.counts = {"rx": 0, "tx": 0, "echo": 0, "bad": 0, "err": 0}
 
     def connection_made(self, transport):
         self.transport = transport
@@ -39,6 +39,11 @@ class UdpPort(asyncio.DatagramProtocol):
         if self.transport is not None:
             self.transport.sendto(f, self.dest)
             self.counts["tx"] += 1
+
+    def error_received(self, exc):
+        # A send or receive failed (no route, buffer full): count it; the next
+        # advertisement goes out on its own schedule.
+        self.counts["err"] += 1
 
     def datagram_received(self, data, addr):
         if data in self.recent:
