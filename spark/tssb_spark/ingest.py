@@ -534,26 +534,27 @@ def _fs(spark, path):
 def _partitions(spark, staging):
     """Returns: [(date, node, path of the directory)] of the staged valid rows (on a local
     lake listed by the OS: a listing through Hadoop costs a JVM call per entry)."""
-    def keep(d, n):
-        return d.startswith("date=") and d != "date=" + NULL_PARTITION and n.startswith("node=")
+    def valid_date(d):          # the bad lines' partition is not listed inside
+        return d.startswith("date=") and d != "date=" + NULL_PARTITION
     if _local(staging):
         root = _os_path(staging)
-        if not os.path.isdir(root):
-            return []
-        return [(d[5:], n[5:], os.path.join(root, d, n))
-                for d in sorted(os.listdir(root)) if os.path.isdir(os.path.join(root, d))
+        days = ([d for d in sorted(os.listdir(root))
+                 if valid_date(d) and os.path.isdir(os.path.join(root, d))]
+                if os.path.isdir(root) else [])
+        return [(d[5:], n[5:], os.path.join(root, d, n)) for d in days
                 for n in sorted(os.listdir(os.path.join(root, d)))
-                if keep(d, n) and os.path.isdir(os.path.join(root, d, n))]
+                if n.startswith("node=") and os.path.isdir(os.path.join(root, d, n))]
     fs, root = _fs(spark, staging)
     out = []
     if not fs.exists(root):
         return out
     for d in fs.listStatus(root):
-        if d.isDirectory():
+        dn = d.getPath().getName()
+        if d.isDirectory() and valid_date(dn):
             for n in fs.listStatus(d.getPath()):
-                if n.isDirectory() and keep(d.getPath().getName(), n.getPath().getName()):
-                    out.append((d.getPath().getName()[5:], n.getPath().getName()[5:],
-                                n.getPath().toString()))
+                nn = n.getPath().getName()
+                if n.isDirectory() and nn.startswith("node="):
+                    out.append((dn[5:], nn[5:], n.getPath().toString()))
     return out
 
 

@@ -274,6 +274,25 @@ def test_driver_and_spark_quarantines_are_one_table(spark, tmp_path, monkeypatch
         "unparsable", "range:n"}
 
 
+def test_partitions_listed_alike_by_the_os_and_by_hadoop(spark, tmp_path, monkeypatch):
+    staging = tmp_path / "staging"
+    for d, n in [("2026-01-02", "b"), ("2026-01-01", "a"), ("2026-01-01", "c"),
+                 (ingest.NULL_PARTITION, ingest.NULL_PARTITION)]:
+        (staging / ("date=" + d) / ("node=" + n)).mkdir(parents=True)
+    (staging / "_SUCCESS").write_bytes(b"")
+    (staging / "date=2026-01-01" / "part-0.parquet").write_bytes(b"")
+    (staging / "date=2026-01-01" / "other=x").mkdir()
+    by_os = ingest._partitions(spark, str(staging))
+    assert [(d, n) for d, n, _ in by_os] == [("2026-01-01", "a"), ("2026-01-01", "c"),
+                                             ("2026-01-02", "b")]
+    assert all(os.path.isdir(p) for _, _, p in by_os)
+    assert ingest._partitions(spark, str(tmp_path / "none")) == []
+    monkeypatch.setattr(ingest, "_local", lambda path: False)     # as on HDFS or S3
+    by_hadoop = ingest._partitions(spark, "file:" + str(staging))
+    assert sorted((d, n, p.replace("file:", "", 1)) for d, n, p in by_hadoop) == by_os
+    assert ingest._partitions(spark, "file:" + str(tmp_path / "none")) == []
+
+
 def test_id_hashes_equal_for_equal_ids_only():
     import pyarrow as pa
     ids = ["a", "", "node03:b:12", "x" * 300, "a", "x" * 299 + "y", "é:1", "node03:b:12"]
