@@ -105,6 +105,11 @@ def _b(h):
     return unhexlify(h)
 
 
+def _engines():
+    """The engines to check: the plain one, and the native one where it exists."""
+    return (False, True) if E.VIPER else (False,)
+
+
 def test_rfc8032_vectors():
     for seed, pub, msg, sig in RFC8032:
         seed, pub, msg, sig = _b(seed), _b(pub), _b(msg), _b(sig)
@@ -187,7 +192,8 @@ def test_curve_constants():
     assert (y * y - x * x - 1 - E.D * x * x * y * y) % p == 0
     assert y * 5 % p == 4
     # [L]B is the identity (0, 1): L is B's order.
-    X, Y, Z = E._double_add(E._wnaf(E.L, E.BASE_WINDOW), None, None)
+    tb = E._key_table(E.BX, E.BY, 1 << (E.BASE_WINDOW - 2))
+    X, Y, Z = E._double_add(E._wnaf(E.L, E.BASE_WINDOW), None, tb, None)
     assert X % p == 0 and (Y - Z) % p == 0
 
 
@@ -198,9 +204,9 @@ def test_small_order_y_list_is_the_torsion():
         x, y2 = E._decode_xy(y.to_bytes(32, "little"))
         tab = E._key_table(x, y2, 1)
         zero = E._wnaf(0, 5)
-        X, Y, Z = E._double_add(zero, E._wnaf(8, 5), tab)
+        X, Y, Z = E._double_add(zero, E._wnaf(8, 5), tab, tab)
         assert X % p == 0 and (Y - Z) % p == 0          # [8]P = 0
-        X, Y, Z = E._double_add(zero, E._wnaf(4, 5), tab)
+        X, Y, Z = E._double_add(zero, E._wnaf(4, 5), tab, tab)
         assert not (X % p == 0 and (Y - Z) % p == 0)    # [4]P != 0
 
 
@@ -226,19 +232,29 @@ def test_wnaf_digits():
                     last = i
 
 
+def _entries(tab):
+    """A table's entries as int 4-tuples, from either engine's layout."""
+    if isinstance(tab, list):
+        return tab
+    return [tuple(int.from_bytes(tab[o:o + 32], "little") for o in range(i, i + 128, 32))
+            for i in range(0, len(tab), 128)]
+
+
 def test_base_table_holds_odd_multiples():
-    # Entry i is (y+x, y-x, 2dxy) of (2i+1)B: compare with the scalar multiple's encoding.
+    # Entry i is (Y+X, Y-X, 2dT, 2Z) of (2i+1)B: compare with the scalar multiple.
     p = E.P
-    inv2 = (p + 1) // 2
-    n = len(E._BASE_TABLE) // 96
-    assert n == 1 << (E.BASE_WINDOW - 2)
-    for i in (0, 1, 5, n - 1):
-        ypx, ymx, t2d = [int.from_bytes(E._BASE_TABLE[96 * i + o:96 * i + o + 32], "little")
-                         for o in (0, 32, 64)]
-        x = (ypx - ymx) * inv2 % p
-        y = (ypx + ymx) * inv2 % p
-        assert t2d == E.D2 * x * y % p
-        assert (y | ((x & 1) << 255)).to_bytes(32, "little") == E._base_mul(2 * i + 1)
+    for engine in _engines():
+        E.use_viper(engine)
+        tab = _entries(E._base_table())
+        assert len(tab) == 1 << (E.BASE_WINDOW - 2)
+        for i in (0, 1, 5, len(tab) - 1):
+            ypx, ymx, t2d, z2 = tab[i]
+            zi = pow(z2, p - 2, p)
+            x = (ypx - ymx) * zi % p
+            y = (ypx + ymx) * zi % p
+            assert t2d * zi % p == E.D * x * y % p
+            assert (y | ((x & 1) << 255)).to_bytes(32, "little") == E._base_mul(2 * i + 1)
+    E.use_viper(True)
 
 
 def test_key_cache_is_bounded_and_transparent():
