@@ -95,7 +95,15 @@ def ed25519_ops():
 
 def engines():
     from tinyssb import ed25519
-    return ("viper", "plain") if ed25519.VIPER else ("plain",)
+    return ("viper", "plain") if getattr(ed25519, "VIPER", False) else ("plain",)
+
+
+def use_engine(engine):
+    """Switch tinyssb.ed25519 to an engine (a no-op for a version with only the plain one,
+    so this file also measures older checkouts)."""
+    from tinyssb import ed25519
+    if hasattr(ed25519, "use_viper"):
+        ed25519.use_viper(engine == "viper")
 
 
 def bench_ed25519(n):
@@ -104,7 +112,7 @@ def bench_ed25519(n):
     from tinyssb import ed25519, sha512
     first = {}
     for engine in engines():
-        ed25519.use_viper(engine == "viper")
+        use_engine(engine)
         k = n if engine == "viper" else max(ROUNDS, n // 4)
         for name, fn in ed25519_ops():
             ms = per_op_us(fn, k) / 1000
@@ -117,17 +125,17 @@ def bench_ed25519(n):
             emit("ed25519_%s_pure" % name, engine=engine, ms_per_op=ms, n=k,
                  msg_bytes=len(ENTRY_MSG), **extra)
             first.setdefault(name, ms)
-    ed25519.use_viper(True)
+    use_engine("viper")
     data = ENTRY_MSG + bytes(64)
     h = per_op_us(lambda: sha512.SHA512(data).digest(), n) / 1000
     extra = {}
-    if sha512.VIPER:
+    if getattr(sha512, "VIPER", False):
         st, w, blk = bytearray(64), [0] * 80, data[:128]
         plain = per_op_us(lambda: sha512._compress_plain(st, blk, w), n)
         viper = per_op_us(lambda: sha512._compress(st, blk, sha512._scratch()), n)
         extra = {"block_us_viper": viper, "block_us_plain": plain, "ratio": viper / plain}
     emit("sha512_pure_184B", ms_per_op=h, n=n, hashlib_sha512=sha512.NATIVE,
-         viper=sha512.VIPER, **extra)
+         viper=getattr(sha512, "VIPER", False), **extra)
     return first["verify"], first["sign"]
 
 
@@ -161,8 +169,8 @@ def bench_pystones(path, rounds=60):
     rate(500)
     ops = ed25519_ops()
     for engine in engines():
-        ed25519.use_viper(engine == "viper")
-        k = rounds if engine == "viper" else rounds // 6
+        use_engine(engine)
+        k = rounds if engine == "viper" else rounds // 2
         best = {}
         ratios = {}
         top = 0
@@ -181,7 +189,7 @@ def bench_pystones(path, rounds=60):
             emit("ed25519_pystones", op=name, engine=engine, pystones=best[name] * top,
                  ms=best[name] * 1000, pystones_per_s=top, median_round=r[len(r) // 2],
                  rounds=k)
-    ed25519.use_viper(True)
+    use_engine("viper")
 
 
 def bench_nacl(n, pure_verify_ms, pure_sign_ms):
