@@ -690,7 +690,7 @@ try:
             _v_run(_P_NIELS)
             for j in range(4):
                 _fe_store(_W, _E + j, tab, 128 * i + 32 * j)
-        return bytes(tab)
+        return tab
 
     def _v_neg_key_table(pub):
         """_v_table() of -A for the key `pub` (y < p, not small order), or None if A is
