@@ -242,9 +242,9 @@ _base = {}          # engine -> B's table
 # compute the same words. Elements live in numbered slots of one workspace; the point
 # formulas are short programs of (op, dst, x, y) bytes that one viper function runs, so a
 # doubling is one call into native code instead of ~20 big-int operations, each of which
-# allocates. Every op leaves its result loosely reduced: value < 2^255 + 2^19, limbs
-# < 2^13 except limbs 1 and 2 (< 2^13 + 64) and limb 19 (< 2^8). The bound analysis is in
-# docs/ed25519.md.
+# allocates. Every op leaves its result loosely reduced: limbs < 2^13 except limb 2
+# (< 2^13 + 4) and limb 19 (< 2^8), so the value is < 2^255 + 2^28. The bound analysis is
+# in docs/ed25519.md; tests/core/test_ed25519.py runs long op chains against Python ints.
 try:
     import micropython
 
@@ -443,7 +443,7 @@ try:
                         c = c >> 13
                         k += 1
                 # Bits 255 and up (limb 19's top 5 bits and the carry) fold back as
-                # 2^255 = 19 (mod p) into limb 0, carried twice.
+                # 2^255 = 19 (mod p) into limb 0, carried into limbs 1 and 2.
                 c = (r[19] >> 8) + (c << 5)
                 r[19] = r[19] & 0xFF
                 c = r[0] + 19 * c
@@ -486,31 +486,19 @@ try:
         """dst[off:off + 32] = the canonical little-endian encoding of the slot (mod p)."""
         r = ptr32(uint(w) + 80 * slot)
         t = ptr32(uint(w) + _SCR + 240)
-        # Carry and fold once: t < 2^255 + 2^10, so t mod p is t or t - p.
+        # The slot holds x < 2^255 + 2^28 (every op's output bound), so x mod p is x or
+        # x - p, and x >= p exactly when x + 19 >= 2^255: carry x and x + 19 into limbs
+        # side by side, and take x + 19 without bit 255 if that bit is set.
         c = 0
+        d = 19
         k = 0
         while k < 20:
             c += r[k]
+            d += r[k]
             t[k] = c & 0x1FFF
+            t[20 + k] = d & 0x1FFF
             c = c >> 13
-            k += 1
-        c = (t[19] >> 8) + (c << 5)
-        t[19] = t[19] & 0xFF
-        c = t[0] + 19 * c
-        k = 0
-        while k < 20:
-            if k:
-                c += t[k]
-            t[k] = c & 0x1FFF
-            c = c >> 13
-            k += 1
-        # t >= p exactly when t + 19 >= 2^255; then t - p is t + 19 without bit 255.
-        c = 19
-        k = 0
-        while k < 20:
-            c += t[k]
-            t[20 + k] = c & 0x1FFF
-            c = c >> 13
+            d = d >> 13
             k += 1
         if t[39] >> 8:
             t[39] = t[39] & 0xFF
