@@ -12,18 +12,19 @@ be canonical (< p); A must decode; and [S]B - [h]A must encode to exactly the 32
 
 Two engines compute the same group operations, byte for byte:
 - plain Python (CPython, ports without viper): field elements are Python ints mod p, only
-  products reduced; points in extended twisted Edwards coordinates (Hisil-Wong-Carter-Dawson
-  2008, a = -1): doubling 4S+3M (+1M when an addition follows and needs T), addition 8M, 7M
-  against an affine table entry; the a = -1 addition law is complete, so adversarial points
-  cannot reach an exceptional case;
+  products reduced, inversion and square root by pow();
 - native (MicroPython with the viper emitter, i.e. the boards): the same formulas as small
   programs over 13-bit limbs run by one viper function, inversion and square root as one
   addition chain each (a board's big-int pow() costs more than the rest of a verify).
-verify computes [S]B + [h](-A) in one Straus/Shamir pass over width-w NAF digits of both
-scalars: one shared chain of ~253 doublings, ~1/(w+1) additions per bit per scalar. B's odd
-multiples (w = BASE_WINDOW) are an affine table built once at import; -A's odd multiples
-(w = KEY_WINDOW) are built per key and kept in a small cache, because a board verifies many
-entries of the same few feeds. docs/ed25519.md has the measured costs.
+Both use extended twisted Edwards coordinates (Hisil-Wong-Carter-Dawson 2008, a = -1):
+doubling 4S+3M (+1M when an addition follows and needs T), addition 8M against a table
+entry in projective Niels form; the a = -1 addition law is complete, so adversarial points
+cannot reach an exceptional case. verify computes [S]B + [h](-A) in one Straus/Shamir pass
+over width-w NAF digits of both scalars: one shared chain of ~253 doublings, ~1/(w+1)
+additions per bit per scalar. B's odd multiples (w = BASE_WINDOW) are built once per
+engine, on first use; -A's odd multiples (w = KEY_WINDOW) are built per key and kept in a
+small cache, because a board verifies many entries of the same few feeds.
+docs/ed25519.md has the measured costs.
 """
 
 try:
@@ -245,6 +246,8 @@ _base = {}          # engine -> B's table
 # allocates. Every op leaves its result loosely reduced: limbs < 2^13 except limb 2
 # (< 2^13 + 4) and limb 19 (< 2^8), so the value is < 2^255 + 2^28. The bound analysis is
 # in docs/ed25519.md; tests/core/test_ed25519.py runs long op chains against Python ints.
+# The workspace and buffers are module state: one operation at a time, as MicroPython
+# runs them (no thread or scheduled callback may call in meanwhile).
 try:
     import micropython
 

@@ -114,11 +114,13 @@ try:
             xh = uint(w[i - 30])
             xl = uint(w[i - 29])
             s0h = ((xh >> 1) | (xl << 31)) ^ ((xh >> 8) | (xl << 24)) ^ (xh >> 7)
-            s0l = (((xl >> 1) | (xh << 31)) ^ ((xl >> 8) | (xh << 24)) ^ ((xl >> 7) | (xh << 25))) & M
+            s0l = (((xl >> 1) | (xh << 31)) ^ ((xl >> 8) | (xh << 24))
+                   ^ ((xl >> 7) | (xh << 25))) & M
             xh = uint(w[i - 4])
             xl = uint(w[i - 3])
             s1h = ((xh >> 19) | (xl << 13)) ^ ((xl >> 29) | (xh << 3)) ^ (xh >> 6)
-            s1l = (((xl >> 19) | (xh << 13)) ^ ((xh >> 29) | (xl << 3)) ^ ((xl >> 6) | (xh << 26))) & M
+            s1l = (((xl >> 19) | (xh << 13)) ^ ((xh >> 29) | (xl << 3))
+                   ^ ((xl >> 6) | (xh << 26))) & M
             yl = uint(w[i - 13])
             zl = uint(w[i - 31])
             q = (s0l & 0xFFFF) + (s1l & 0xFFFF) + (yl & 0xFFFF) + (zl & 0xFFFF)
@@ -152,7 +154,8 @@ try:
         while i < 160:
             # t1 = h + S1(e) + ch(e, f, g) + K[t] + W[t]
             s1h = ((eh >> 14) | (el << 18)) ^ ((eh >> 18) | (el << 14)) ^ ((el >> 9) | (eh << 23))
-            s1l = (((el >> 14) | (eh << 18)) ^ ((el >> 18) | (eh << 14)) ^ ((eh >> 9) | (el << 23))) & M
+            s1l = (((el >> 14) | (eh << 18)) ^ ((el >> 18) | (eh << 14))
+                   ^ ((eh >> 9) | (el << 23))) & M
             xh = gh ^ (eh & (fh ^ gh))
             xl = gl ^ (el & (fl ^ gl))
             yl = uint(k[i + 1])
@@ -163,7 +166,8 @@ try:
             t1h = (hh + s1h + xh + uint(k[i]) + uint(w[i]) + (c >> 16)) & M
             # t2 = S0(a) + maj(a, b, c)
             s0h = ((ah >> 28) | (al << 4)) ^ ((al >> 2) | (ah << 30)) ^ ((al >> 7) | (ah << 25))
-            s0l = (((al >> 28) | (ah << 4)) ^ ((ah >> 2) | (al << 30)) ^ ((ah >> 7) | (al << 25))) & M
+            s0l = (((al >> 28) | (ah << 4)) ^ ((ah >> 2) | (al << 30))
+                   ^ ((ah >> 7) | (al << 25))) & M
             xh = (ah & bh) | (ch & (ah | bh))
             xl = (al & bl) | (cl & (al | bl))
             hh = gh
