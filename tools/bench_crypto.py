@@ -232,7 +232,7 @@ def main(argv):
     if len(argv) == 3 and argv[1] == "--pystone":
         pystone = argv[2]
     elif len(argv) != 1:
-        print("usage: bench_crypto.py [--pystone FILE]")
+        print("usage: bench_crypto.py [--pystone FILE]", file=sys.stderr)
         return 2
     n = 40 if MICROPYTHON else 100
     v, s = bench_ed25519(n)
