@@ -3,6 +3,9 @@
 from binascii import unhexlify
 
 from tinyssb import ed25519 as E
+
+if E.VIPER:
+    from tinyssb import ed25519_viper as N
 from tinyssb.sha512 import sha512
 
 # RFC 8032 section 7.1: (secret seed, public key, message, signature), hex.
@@ -506,18 +509,18 @@ def test_key_cache_is_bounded_and_transparent():
 
 
 # --- The native engine's parts against plain Python (MicroPython only) ---------------------
-# Op codes and slots as the module's engine section numbers them; slots 13..24 are its
+# Op codes and slots as tinyssb/ed25519_viper.py numbers them; slots 13..24 are its
 # temporaries, free between calls.
 MUL, SQR, ADD, SUB = 0, 1, 2, 3
 
 
 def _fe_put(slot, x):
-    E._fe_load(E._W, slot, x.to_bytes(32, "little"), 0, 1)
+    N._fe_load(N._W, slot, x.to_bytes(32, "little"), 0, 1)
 
 
 def _fe_get(slot):
     out = bytearray(32)
-    E._fe_store(E._W, slot, out, 0)
+    N._fe_store(N._W, slot, out, 0)
     return int.from_bytes(out, "little")
 
 
@@ -526,7 +529,7 @@ def _fe_run(*ops):
     for op in ops:
         prog.extend(bytes(op))
     prog.append(255)
-    E._fe_vm(E._W, E._W, E._W, bytes(prog), 0)
+    N._fe_vm(N._W, N._W, N._W, bytes(prog), 0)
 
 
 def _field_values():
@@ -605,13 +608,13 @@ def test_wnaf_engines_agree():
     if not E.VIPER:
         return
     kb = bytearray(35)
-    out = bytearray(257)          # E._NDIGITS (a const: not an attribute under MicroPython)
+    out = bytearray(257)          # _NDIGITS (a const: not an attribute under MicroPython)
     ks = [0, 1, 2, 3, 15, 16, 17, 255, 2 ** 252, E.L - 1, E.L, 2 ** 255 - 1]
     ks += [int.from_bytes(_stream(b"k %d" % i, 32), "little") % E.L for i in range(8)]
     for w in (4, 5, 7):
         for k in ks:
             kb[:32] = k.to_bytes(32, "little")
-            top = E._wnaf_v(out, kb, w)
+            top = N._wnaf_v(out, kb, w)
             digits = [d - 256 if d > 127 else d for d in out]
             assert digits == E._wnaf(k, w), (w, k)
             nz = [i for i in range(257) if digits[i]]
