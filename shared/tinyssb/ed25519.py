@@ -1,4 +1,4 @@
-"""Ed25519 signatures (RFC 8032 section 5.1) in pure Python, for boards without PyNaCl.
+"""Ed25519 signatures (RFC 8032 section 5.1) for boards without PyNaCl.
 
   publickey(seed32)          -> 32-byte public key
   sign(seed32, msg, pub=None) -> 64-byte signature
@@ -10,19 +10,21 @@ encode a small-order point (libsodium's y-coordinate blacklist, sign bit ignored
 be canonical (< p); A must decode; and [S]B - [h]A must encode to exactly the 32 bytes of R
 (no cofactor multiplication, so mixed-order keys are checked exactly as libsodium does).
 
-Speed, since a board verifies every received log entry:
-- field elements are Python ints mod p; only products are reduced (sums stay unreduced
-  until the next product), which MicroPython's mpz and CPython both handle fast;
-- points in extended twisted Edwards coordinates (Hisil-Wong-Carter-Dawson 2008, a = -1):
-  doubling 4S+3M (+1M when an addition follows and needs T), addition 8M, 7M against an
-  affine table entry; the a = -1 addition law is complete, so adversarial points cannot
-  reach an exceptional case;
-- verify computes [S]B + [h](-A) in one Straus/Shamir pass over width-w NAF digits of both
-  scalars: one shared chain of ~253 doublings, ~1/(w+1) additions per bit per scalar;
-- B's odd multiples (w = BASE_WINDOW) are an affine table built once at import; -A's odd
-  multiples (w = KEY_WINDOW) are built per key and kept in a small cache, because a board
-  verifies many entries of the same few feeds;
-- one field inversion at the end (to encode the result), via 3-argument pow.
+Two engines compute the same group operations, byte for byte:
+- plain Python (CPython, ports without viper): field elements are Python ints mod p, only
+  products reduced, inversion and square root by pow();
+- native (MicroPython with the viper emitter, i.e. the boards): the same formulas as small
+  programs over 13-bit limbs run by one viper function, inversion and square root as one
+  addition chain each (a board's big-int pow() costs more than the rest of a verify).
+Both use extended twisted Edwards coordinates (Hisil-Wong-Carter-Dawson 2008, a = -1):
+doubling 4S+3M (+1M when an addition follows and needs T), addition 8M against a table
+entry in projective Niels form; the a = -1 addition law is complete, so adversarial points
+cannot reach an exceptional case. verify computes [S]B + [h](-A) in one Straus/Shamir pass
+over width-w NAF digits of both scalars: one shared chain of ~253 doublings, ~1/(w+1)
+additions per bit per scalar. B's odd multiples (w = BASE_WINDOW) are built once per
+engine, on first use; -A's odd multiples (w = KEY_WINDOW) are built per key and kept in a
+small cache, because a board verifies many entries of the same few feeds.
+docs/ed25519.md has the measured costs.
 """
 
 try:
@@ -58,9 +60,9 @@ _SMALL_ORDER_Y = (
     P + 1,
 )
 
-# wNAF widths. B's table holds 2**(BASE_WINDOW-2) affine points (3 ints each), built at
-# import; each verified key gets 2**(KEY_WINDOW-2) projective points (4 ints each).
-# See docs/ed25519.md for the measured trade-off and the RAM these cost on an ESP32.
+# wNAF widths: B's table holds 2**(BASE_WINDOW-2) odd multiples, built once; each verified
+# key gets 2**(KEY_WINDOW-2). See docs/ed25519.md for the measured trade-off and the RAM
+# these cost on an ESP32.
 BASE_WINDOW = const(7)
 KEY_WINDOW = const(5)
 # How many decoded keys (with their tables) verify() keeps. A board hears a few feeds.
@@ -92,30 +94,47 @@ def _wnaf(k, w):
     return out
 
 
-def _double_add(nb, na, ta):
-    """Return [nb]B + [na]Q in extended coordinates (X, Y, Z) (T dropped).
+def _add_niels(X, Y, Z, T, entry, neg):
+    """(X:Y:Z:T) + the point of a projective Niels entry (Y+X, Y-X, 2d*T, 2Z), or minus
+    it (neg), by add-2008-hwcd-3 (8M with T)."""
+    p = P
+    if neg:
+        ymx, ypx, t2d, z2 = entry       # -(x, y) = (-x, y): swap Y+X and Y-X, negate 2dT
+        cc = -(T * t2d % p)
+    else:
+        ypx, ymx, t2d, z2 = entry
+        cc = T * t2d % p
+    aa = (Y - X) * ymx % p
+    bb = (Y + X) * ypx % p
+    dd = Z * z2 % p
+    e = bb - aa
+    f = dd - cc
+    g = dd + cc
+    h = bb + aa
+    return e * f % p, g * h % p, f * g % p, e * h % p
 
-    nb, na are wNAF digit lists (na may be None for a base-only product); ta is Q's table
-    of odd multiples in projective Niels form (Y+X, Y-X, 2d*T, 2Z).
+
+def _double_add(nb, na, tb, ta):
+    """Return [nb]P + [na]Q in extended coordinates (X, Y, Z) (T dropped).
+
+    nb, na are wNAF digit lists (na may be None for one point); tb, ta are P's and Q's
+    tables of odd multiples (_key_table).
     """
     p = P
-    tb = _BASE_TABLE
-    fb = int.from_bytes
     i = _NDIGITS - 1
     while i >= 0 and not nb[i] and not (na is not None and na[i]):
         i -= 1
+    top = i
     X = 0
     Y = 1
     Z = 1
     T = 0
-    first = True
     while i >= 0:
         db = nb[i]
         da = na[i] if na is not None else 0
-        if first:
-            first = False
-        else:
-            # Doubling, dbl-2008-hwcd with a = -1 (signs of E, F, G, H folded in).
+        if i < top:
+            # Doubling, dbl-2008-hwcd with a = -1 (signs of E, F, G, H folded in); T only
+            # when an addition follows.
             a = X * X % p
             b = Y * Y % p
             c = Z * Z % p
@@ -130,47 +149,9 @@ def _double_add(nb, na, ta):
             if db or da:
                 T = e * h % p
         if da:
-            # Addition with a projective Niels entry, add-2008-hwcd-3 (8M).
-            if da > 0:
-                ypx, ymx, t2d, z2 = ta[da >> 1]
-                cc = T * t2d % p
-            else:
-                ymx, ypx, t2d, z2 = ta[(-da) >> 1]
-                cc = -(T * t2d % p)
-            aa = (Y - X) * ymx % p
-            bb = (Y + X) * ypx % p
-            dd = Z * z2 % p
-            e = bb - aa
-            f = dd - cc
-            g = dd + cc
-            h = bb + aa
-            X = e * f % p
-            Y = g * h % p
-            Z = f * g % p
-            if db:
-                T = e * h % p
+            X, Y, Z, T = _add_niels(X, Y, Z, T, ta[abs(da) >> 1], da < 0)
         if db:
-            # Addition with an affine Niels entry of B's table (Z2 = 1: 7M).
-            if db > 0:
-                o = (db >> 1) * 96
-                ypx = fb(tb[o:o + 32], "little")
-                ymx = fb(tb[o + 32:o + 64], "little")
-                cc = T * fb(tb[o + 64:o + 96], "little") % p
-            else:
-                o = ((-db) >> 1) * 96
-                ymx = fb(tb[o:o + 32], "little")
-                ypx = fb(tb[o + 32:o + 64], "little")
-                cc = -(T * fb(tb[o + 64:o + 96], "little") % p)
-            aa = (Y - X) * ymx % p
-            bb = (Y + X) * ypx % p
-            dd = Z + Z
-            e = bb - aa
-            f = dd - cc
-            g = dd + cc
-            h = bb + aa
-            X = e * f % p
-            Y = g * h % p
-            Z = f * g % p
+            X, Y, Z, T = _add_niels(X, Y, Z, T, tb[abs(db) >> 1], db < 0)
         i -= 1
     return X, Y, Z
 
@@ -250,34 +231,29 @@ def _key_table(x, y, n):
     return tab
 
 
-def _base_table():
-    """B, 3B, ..., (2**(BASE_WINDOW-1) - 1)B as affine Niels triples (y+x, y-x, 2d*x*y),
-    packed as 3 x 32 little-endian bytes per entry: one bytes object is far smaller than
-    tuples of big ints (96 bytes an entry against ~200 on an ESP32, ~450 on 64-bit)."""
-    n = 1 << (BASE_WINDOW - 2)
-    tab = _key_table(BX, BY, n)
-    # Batch inversion (Montgomery's trick): one pow for all Z's.
-    acc = [1] * n
-    run = 1
-    for i in range(n):
-        acc[i] = run
-        run = run * tab[i][3] % P
-    inv = pow(run, P - 2, P)
-    out = bytearray(96 * n)
-    for i in range(n - 1, -1, -1):
-        ypx, ymx, t2d, z2 = tab[i]
-        zi = inv * acc[i] % P          # 1 / (2Z_i)
-        inv = inv * z2 % P
-        # Extended coordinates: x = X/Z, y = Y/Z, xy = T/Z; every entry scales by 1/Z.
-        o = 96 * i
-        out[o:o + 32] = (ypx * 2 * zi % P).to_bytes(32, "little")
-        out[o + 32:o + 64] = (ymx * 2 * zi % P).to_bytes(32, "little")
-        out[o + 64:o + 96] = (t2d * 2 * zi % P).to_bytes(32, "little")
-    return bytes(out)
+_cache = {}         # public key -> its table (_neg_key_table)
+_base = {}          # engine -> B's table
 
 
-_BASE_TABLE = _base_table()
-_cache = {}
+# The native engine (tinyssb/ed25519_viper.py) where MicroPython's viper emitter exists.
+try:
+    from tinyssb import ed25519_viper as _nat
+    _nat.setup(D, D2, SQRT_M1)
+    VIPER = True
+except (ImportError, SyntaxError, NameError):
+    VIPER = False
+
+_viper = VIPER      # the engine in use (use_viper() switches, for tests and benchmarks)
+
+
+def use_viper(on):
+    """Verify and sign with the native engine (on, where it exists) or with the plain
+    Python arithmetic; both give identical results. Clears the key cache, whose tables
+    differ between the two. Returns whether the native engine is now in use."""
+    global _viper
+    _viper = bool(on) and VIPER
+    _cache.clear()
+    return _viper
 
 
 def _clamp(h32):
@@ -286,9 +262,29 @@ def _clamp(h32):
     return (a & ((1 << 254) - 8)) | (1 << 254)
 
 
-def _base_mul(k):
-    X, Y, Z = _double_add(_wnaf(k % L, BASE_WINDOW), None, None)
+def _base_table():
+    """B, 3B, ..., (2**(BASE_WINDOW-1) - 1)B for the engine in use, built on first use."""
+    tab = _base.get(_viper)
+    if tab is None:
+        if _viper:
+            tab = _nat.base_table(BX, BY, BASE_WINDOW)
+        else:
+            tab = _key_table(BX, BY, 1 << (BASE_WINDOW - 2))
+        _base[_viper] = tab
+    return tab
+
+
+def _double_scalar(s, k, ta):
+    """Encoding of [s]B + [k]Q for 0 <= s, k < L, Q's table ta (unused when k = 0)."""
+    tb = _base_table()
+    if _viper:
+        return _nat.double_scalar(s, k, tb, ta or tb, BASE_WINDOW, KEY_WINDOW)
+    X, Y, Z = _double_add(_wnaf(s, BASE_WINDOW), _wnaf(k, KEY_WINDOW) if k else None, tb, ta)
     return _encode(X, Y, Z)
+
+
+def _base_mul(k):
+    return _double_scalar(k % L, 0, None)
 
 
 def _hash_int(*parts):
@@ -353,12 +349,13 @@ def _neg_key_table(pub):
     y = int.from_bytes(pub, "little") & _MASK255
     if y >= P or y in _SMALL_ORDER_Y:
         return None
-    xy = _decode_xy(pub)
-    if xy is None:
-        return None
-    x, y = xy
-    tab = _key_table((P - x) % P, y, 1 << (KEY_WINDOW - 2))      # -A = (-x, y)
-    if KEY_CACHE_SIZE > 0:
+    if _viper:
+        tab = _nat.neg_key_table(pub, KEY_WINDOW)
+    else:
+        xy = _decode_xy(pub)
+        if xy is not None:
+            tab = _key_table((P - xy[0]) % P, xy[1], 1 << (KEY_WINDOW - 2))   # -A = (-x, y)
+    if tab is not None and KEY_CACHE_SIZE > 0:
         while len(_cache) >= KEY_CACHE_SIZE:
             _cache.pop(next(iter(_cache)))
         _cache[pub] = tab
@@ -390,8 +387,7 @@ def verify(pub, msg, sig):
         if ta is None:
             return False
         k = _hash_int(sig[:32], pub, msg if isinstance(msg, bytes) else bytes(msg)) % L
-        X, Y, Z = _double_add(_wnaf(s, BASE_WINDOW), _wnaf(k, KEY_WINDOW), ta)
-        return _encode(X, Y, Z) == sig[:32]
+        return _double_scalar(s, k, ta) == sig[:32]
     except Exception:
         return False
 

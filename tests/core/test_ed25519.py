@@ -4,6 +4,10 @@ from binascii import unhexlify
 
 from tinyssb import ed25519 as E
 
+if E.VIPER:
+    from tinyssb import ed25519_viper as N
+from tinyssb.sha512 import sha512
+
 # RFC 8032 section 7.1: (secret seed, public key, message, signature), hex.
 RFC8032 = (
     ("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
@@ -101,34 +105,269 @@ LIBSODIUM = (
 )
 
 
+# More edge cases with libsodium's verdicts (tests/host/test_crypto_nacl.py builds them with
+# its independent curve arithmetic and checks each verdict against PyNaCl): every encoding
+# libsodium treats as a small-order key and every small-order R, each with the group
+# equation satisfied; S out of range; R and A with y >= p or off the curve; sign bits.
+EDGES = (
+    ('small-order key 0000..00, equation holds',
+     '0000000000000000000000000000000000000000000000000000000000000000',
+     '6d34',
+     '9d6de62850cbe584378d8333d83c250e337f0b0c63c3cfc1e382746f959d8b796bad39f4c2aaed1a8a27e534ce4aa7426078fe43c27a88b4ada9dd74d20a2104', False),
+    ('small-order key 0000..80, equation holds',
+     '0000000000000000000000000000000000000000000000000000000000000080',
+     '6d31',
+     '4a80cb21f2ce7dbf8930aea153b1adae926ae8a931cbeada7f4d32bfecd81157242cae48c88fff9b500f0b4cca8e9f33a72971aa44125c7294d11bb5720b3e06', False),
+    ('small-order key 0100..00, equation holds',
+     '0100000000000000000000000000000000000000000000000000000000000000',
+     '6d30',
+     'e34a31777fdd32e872a34af43849ff3975fa587a8ca7047491e1f7c1b551d589da9a08e47ccc61a0c7fd186f5fc43b369986715a5578f834b4324705bd244509', False),
+    ('small-order key 0100..80, equation holds',
+     '0100000000000000000000000000000000000000000000000000000000000080',
+     '6d30',
+     '6f8086dd67afaa70e1f2264e1a9c63cdcace620c9c8ee2e9843492a459f496190202016c9e45bf9fcd7bc5036e3c2e972bed6264cf29988e597852743154cb0a', False),
+    ('small-order key 26e8..05, equation holds',
+     '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05',
+     '6d30',
+     '8e1681c1534357421abb896ddfb0aa1bd5964198c8598c9aa9645a6f478146e44c77fe0050ade3f673512d0695ee17f8fd13d8972f0392c0b80a3e5066c6400f', False),
+    ('small-order key 26e8..85, equation holds',
+     '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85',
+     '6d34',
+     'a9f26c46d7e2806d54d8d15e161399b0407fd7827899451f67dc26da87297efa14b5e7857d0a0c37b8407af248c56e0c1fe9f4bdc1163d4b27a961355bd9450d', False),
+    ('small-order key c717..7a, equation holds',
+     'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a',
+     '6d3130',
+     '166d38d429d0027dde113617ae4f6615077957bd7bc987b88a071a843bf587b51bb405cc295e1e9e307c739d83664b2259de939351012a121212c10a49014a01', False),
+    ('small-order key c717..fa, equation holds',
+     'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa',
+     '6d32',
+     '084e025a7479526c6493de470c2f30829d276761789de59f3c1f1a0c9f66fc4df517eccb0e89c5cf84761a5978a1f11fcdccd4d174e6c726ce04f0e2dc0ce502', False),
+    ('small-order key ecff..7f, equation holds',
+     'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+     '6d30',
+     '43d5c2ca8e846165fbdea9f8c31e73a54b78b21dbc4bb0c7412e5d945f0a63e321917875652ee1ac97a229a1f7d2e8b7de7810be457f2f7ff1805355ffebf607', False),
+    ('small-order key ecff..ff, equation holds',
+     'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff',
+     '6d31',
+     '5853f17c5f322c98deab0e27ce5f4bc9012a63348e31ea2691663bfe0a83ff779b36bbfdf02738c80da9f28625665ad61734d49d078bfd88ac7eb7af5429af05', False),
+    ('small-order key edff..7f, equation holds',
+     'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+     '6d36',
+     'eb18211655c2a0482fc35f4deaab756e85653d64135bb7f6161eb6590fa73a238e1613ce3c32923fc658eac66a8040cf5efb61aee99951d591629abb48179e00', False),
+    ('small-order key eeff..7f, equation holds',
+     'eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+     '6d30',
+     '2f2dc601691cc5c33cc01aa0c9810bef861b4faff4efec9d074184681fe8dd45fec3b49e90d1facf1bf29e0c02a177db5d9df5b1c0a2dbd0a3775bdf4fd8650b', False),
+    ('small-order R (k=1), equation holds',
+     'c0ea676dde4dd01732e981f6a71a2b0aaf5a5e11dcb561f83a2aa86ef27a9c2d',
+     '72312d36',
+     'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa8451569dec558fc10d581d6c397d11efd636ca441d9af44f5dbd02083898df0a', False),
+    ('small-order R (k=2), equation holds',
+     'c0ea676dde4dd01732e981f6a71a2b0aaf5a5e11dcb561f83a2aa86ef27a9c2d',
+     '72322d38',
+     '000000000000000000000000000000000000000000000000000000000000000033f471d22a65e2181550636e2bf01e2b21f8657a3e2202395295a163182b9d0c', False),
+    ('small-order R (k=3), equation holds',
+     'c0ea676dde4dd01732e981f6a71a2b0aaf5a5e11dcb561f83a2aa86ef27a9c2d',
+     '72332d38',
+     '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc8594b5a48c14cbdc1632a1e2a6287ce713ff3c9318d28fae04d70b00145fc4340e', False),
+    ('small-order R (k=4), equation holds',
+     'c0ea676dde4dd01732e981f6a71a2b0aaf5a5e11dcb561f83a2aa86ef27a9c2d',
+     '72342d3136',
+     'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f2cb64145d809d604240e059f7bb57ebd1936ae6adc946e0c7a1b05f4fab73b00', False),
+    ('small-order R (k=5), equation holds',
+     'c0ea676dde4dd01732e981f6a71a2b0aaf5a5e11dcb561f83a2aa86ef27a9c2d',
+     '72352d32',
+     '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc052bce0016730ed41e1dc5e012a668c4c9e7c1194701b13b691e3151c455e3ba08', False),
+    ('small-order R (k=6), equation holds',
+     'c0ea676dde4dd01732e981f6a71a2b0aaf5a5e11dcb561f83a2aa86ef27a9c2d',
+     '72362d30',
+     '0000000000000000000000000000000000000000000000000000000000000080ada86914dbc0968442d00675df518c34abd1d9a9ba3bd0a6e27823e59f38af0f', False),
+    ('small-order R (k=7), equation holds',
+     'c0ea676dde4dd01732e981f6a71a2b0aaf5a5e11dcb561f83a2aa86ef27a9c2d',
+     '72372d3130',
+     'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037acf63c094a48a6484939bd981688b927c550e01648faf0b0ab1558d897c142205', False),
+    ('valid',
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', True),
+    ('S + L',
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94193f4d59f929ea21d03d6ee92b26a50052b427da9f6210aa88837627ca0ec52c14', False),
+    ('S = L',
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f9419edd3f55c1a631258d69cf7a2def9de1400000000000000000000000000000010', False),
+    ('S = 2^256 - 1',
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f9419ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff', False),
+    ('S with bit 255',
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c84', False),
+    ("R's y = p + 0",
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f5279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("R's y = p + 1",
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     'eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f5279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("R's y = p + 5",
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     'f2ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f5279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("R's y = p + 18",
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     'ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f5279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("R's sign bit flipped",
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94995279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("A's y = p + 2, sign 0",
+     'efffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("A's y = p + 2, sign 1",
+     'efffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("A's y = p + 3, sign 0",
+     'f0ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("A's y = p + 3, sign 1",
+     'f0ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("A's y = p + 9, sign 0",
+     'f6ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("A's y = p + 9, sign 1",
+     'f6ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("A's y = p + 18, sign 0",
+     'ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("A's y = p + 18, sign 1",
+     'ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ('A off the curve (y = 2)',
+     '0200000000000000000000000000000000000000000000000000000000000000',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ('R off the curve (y = 2)',
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     '02000000000000000000000000000000000000000000000000000000000000005279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ('A off the curve (y = 7)',
+     '0700000000000000000000000000000000000000000000000000000000000000',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ('R off the curve (y = 7)',
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     '07000000000000000000000000000000000000000000000000000000000000005279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ('A off the curve (y = 8)',
+     '0800000000000000000000000000000000000000000000000000000000000000',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ('R off the curve (y = 8)',
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2d78',
+     '74696e797373622065646765',
+     '08000000000000000000000000000000000000000000000000000000000000005279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+    ("A's sign bit flipped",
+     '0bbc346a57667c380120bd9c7fd7e51d2c5fdfea37cd2f5bf405b2c6bf6f2df8',
+     '74696e797373622065646765',
+     'c0e7fb8c427e4792b4746292d53a1d77558363c32b635545f20114658b8f94195279639c0f870f7867d1f18847ab213db427da9f6210aa88837627ca0ec52c04', False),
+)
+
+
 def _b(h):
     return unhexlify(h)
 
 
+def _engines():
+    """The engines to check: the plain one, and the native one where it exists."""
+    return (False, True) if E.VIPER else (False,)
+
+
 def test_rfc8032_vectors():
-    for seed, pub, msg, sig in RFC8032:
-        seed, pub, msg, sig = _b(seed), _b(pub), _b(msg), _b(sig)
-        assert E.publickey(seed) == pub
-        assert E.sign(seed, msg) == sig
-        assert E.sign(seed, msg, pub) == sig
-        assert E.verify(pub, msg, sig) is True
+    for engine in _engines():
+        E.use_viper(engine)
+        for seed, pub, msg, sig in RFC8032:
+            seed, pub, msg, sig = _b(seed), _b(pub), _b(msg), _b(sig)
+            assert E.publickey(seed) == pub
+            assert E.sign(seed, msg) == sig
+            assert E.sign(seed, msg, pub) == sig
+            assert E.verify(pub, msg, sig) is True
+    E.use_viper(True)
 
 
 def test_rfc8032_1023_byte_message():
     msg = _b(TEST1024_MSG)
     assert len(msg) == 1023
     seed, pub, sig = _b(TEST1024_SEED), _b(TEST1024_PUB), _b(TEST1024_SIG)
-    assert E.publickey(seed) == pub
-    assert E.sign(seed, msg, pub) == sig
-    assert E.verify(pub, msg, sig)
-    assert not E.verify(pub, msg[:-1], sig)
+    for engine in _engines():
+        E.use_viper(engine)
+        assert E.publickey(seed) == pub
+        assert E.sign(seed, msg, pub) == sig
+        assert E.verify(pub, msg, sig)
+        assert not E.verify(pub, msg[:-1], sig)
+    E.use_viper(True)
+
+
+def _stream(tag, n):
+    """n deterministic pseudo-random bytes (SHA-512 in counter mode), the same on every
+    port (MicroPython's random has no randbytes)."""
+    out = b""
+    i = 0
+    while len(out) < n:
+        out += sha512(tag + str(i).encode())
+        i += 1
+    return out[:n]
+
+
+def test_engines_agree_on_random_keys_and_messages():
+    # Same keys and signatures from both engines; every valid signature verifies in both
+    # and a flipped bit in the signature, the message or the key fails in both.
+    for i in range(6):
+        seed = _stream(b"seed", 32 + i)[i:]
+        msg = _stream(b"msg %d" % i, (0, 1, 64, 120, 200, 300)[i])
+        out = []
+        for engine in _engines():
+            E.use_viper(engine)
+            E.clear_cache()
+            pub = E.publickey(seed)
+            sig = E.sign(seed, msg, pub)
+            assert E.verify(pub, msg, sig)
+            bit = _stream(b"bit %d" % i, 1)[0]
+            bad = bytearray(sig)
+            bad[bit % 64] ^= 1 << (bit & 7)
+            assert not E.verify(pub, msg, bytes(bad))
+            assert not E.verify(pub, msg + b"\0", sig)
+            bad = bytearray(pub)
+            bad[bit % 32] ^= 1 << (bit & 7)
+            assert not E.verify(bytes(bad), msg, sig)
+            out.append((pub, sig))
+        assert out[0] == out[-1], i
+    E.use_viper(True)
 
 
 def test_libsodium_verdicts():
-    for what, pub, msg, sig, ok in LIBSODIUM:
-        E.clear_cache()
-        assert E.verify(_b(pub), _b(msg), _b(sig)) is ok, what
-        assert E.verify(_b(pub), _b(msg), _b(sig)) is ok, what + " (cached key)"
+    for engine in _engines():
+        E.use_viper(engine)
+        for what, pub, msg, sig, ok in LIBSODIUM + EDGES:
+            E.clear_cache()
+            assert E.verify(_b(pub), _b(msg), _b(sig)) is ok, (engine, what)
+            assert E.verify(_b(pub), _b(msg), _b(sig)) is ok, (engine, what, "cached key")
+    E.use_viper(True)
 
 
 def test_tampered_signature_message_or_key_rejected():
@@ -187,7 +426,8 @@ def test_curve_constants():
     assert (y * y - x * x - 1 - E.D * x * x * y * y) % p == 0
     assert y * 5 % p == 4
     # [L]B is the identity (0, 1): L is B's order.
-    X, Y, Z = E._double_add(E._wnaf(E.L, E.BASE_WINDOW), None, None)
+    tb = E._key_table(E.BX, E.BY, 1 << (E.BASE_WINDOW - 2))
+    X, Y, Z = E._double_add(E._wnaf(E.L, E.BASE_WINDOW), None, tb, None)
     assert X % p == 0 and (Y - Z) % p == 0
 
 
@@ -198,9 +438,9 @@ def test_small_order_y_list_is_the_torsion():
         x, y2 = E._decode_xy(y.to_bytes(32, "little"))
         tab = E._key_table(x, y2, 1)
         zero = E._wnaf(0, 5)
-        X, Y, Z = E._double_add(zero, E._wnaf(8, 5), tab)
+        X, Y, Z = E._double_add(zero, E._wnaf(8, 5), tab, tab)
         assert X % p == 0 and (Y - Z) % p == 0          # [8]P = 0
-        X, Y, Z = E._double_add(zero, E._wnaf(4, 5), tab)
+        X, Y, Z = E._double_add(zero, E._wnaf(4, 5), tab, tab)
         assert not (X % p == 0 and (Y - Z) % p == 0)    # [4]P != 0
 
 
@@ -226,19 +466,29 @@ def test_wnaf_digits():
                     last = i
 
 
+def _entries(tab):
+    """A table's entries as int 4-tuples, from either engine's layout."""
+    if isinstance(tab, list):
+        return tab
+    return [tuple(int.from_bytes(tab[o:o + 32], "little") for o in range(i, i + 128, 32))
+            for i in range(0, len(tab), 128)]
+
+
 def test_base_table_holds_odd_multiples():
-    # Entry i is (y+x, y-x, 2dxy) of (2i+1)B: compare with the scalar multiple's encoding.
+    # Entry i is (Y+X, Y-X, 2dT, 2Z) of (2i+1)B: compare with the scalar multiple.
     p = E.P
-    inv2 = (p + 1) // 2
-    n = len(E._BASE_TABLE) // 96
-    assert n == 1 << (E.BASE_WINDOW - 2)
-    for i in (0, 1, 5, n - 1):
-        ypx, ymx, t2d = [int.from_bytes(E._BASE_TABLE[96 * i + o:96 * i + o + 32], "little")
-                         for o in (0, 32, 64)]
-        x = (ypx - ymx) * inv2 % p
-        y = (ypx + ymx) * inv2 % p
-        assert t2d == E.D2 * x * y % p
-        assert (y | ((x & 1) << 255)).to_bytes(32, "little") == E._base_mul(2 * i + 1)
+    for engine in _engines():
+        E.use_viper(engine)
+        tab = _entries(E._base_table())
+        assert len(tab) == 1 << (E.BASE_WINDOW - 2)
+        for i in (0, 1, 5, len(tab) - 1):
+            ypx, ymx, t2d, z2 = tab[i]
+            zi = pow(z2, p - 2, p)
+            x = (ypx - ymx) * zi % p
+            y = (ypx + ymx) * zi % p
+            assert t2d * zi % p == E.D * x * y % p
+            assert (y | ((x & 1) << 255)).to_bytes(32, "little") == E._base_mul(2 * i + 1)
+    E.use_viper(True)
 
 
 def test_key_cache_is_bounded_and_transparent():
@@ -256,3 +506,116 @@ def test_key_cache_is_bounded_and_transparent():
     # An invalid key is never cached.
     assert not E.verify(b"\x01" + bytes(31), b"m", bytes(64))
     assert bytes([1]) + bytes(31) not in E._cache
+
+
+# --- The native engine's parts against plain Python (MicroPython only) ---------------------
+# Op codes and slots as tinyssb/ed25519_viper.py numbers them; slots 13..24 are its
+# temporaries, free between calls.
+MUL, SQR, ADD, SUB = 0, 1, 2, 3
+
+
+def _fe_put(slot, x):
+    N._fe_load(N._W, slot, x.to_bytes(32, "little"), 0, 1)
+
+
+def _fe_get(slot):
+    out = bytearray(32)
+    N._fe_store(N._W, slot, out, 0)
+    return int.from_bytes(out, "little")
+
+
+def _fe_run(*ops):
+    prog = bytearray()
+    for op in ops:
+        prog.extend(bytes(op))
+    prog.append(255)
+    N._fe_vm(N._W, N._W, N._W, bytes(prog), 0)
+
+
+def _field_values():
+    """Edge values (0, 1, p - 1, p and up to 2^255 - 1 unreduced, all-ones limbs) and
+    pseudo-random ones."""
+    p = E.P
+    vals = [0, 1, 2, 19, p - 1, p - 2, p, p + 1, p + 18, 2 ** 255 - 1, 2 ** 254,
+            (2 ** 255 - 1) // 8191 * 8191, int.from_bytes(b"\xff" * 31 + b"\x7f", "little"),
+            2 ** 13 - 1, 2 ** 247 - 1, E.D, E.SQRT_M1]
+    for i in range(24):
+        vals.append(int.from_bytes(_stream(b"fe %d" % i, 32), "little") >> (1 + i % 9))
+    return vals
+
+
+def test_field_engine_matches_python_ints():
+    if not E.VIPER:
+        return
+    p = E.P
+    vals = _field_values()
+    for i, x in enumerate(vals):
+        y = vals[(7 * i + 3) % len(vals)]
+        _fe_put(13, x)
+        _fe_put(14, y)
+        assert _fe_get(13) == x % p
+        _fe_run((MUL, 15, 13, 14), (SQR, 16, 13, 1), (ADD, 17, 13, 14), (SUB, 18, 13, 14),
+                (SUB, 19, 14, 13), (SQR, 20, 13, 5), (MUL, 21, 13, 13), (SUB, 22, 0, 13))
+        assert _fe_get(15) == x * y % p, (x, y)
+        assert _fe_get(16) == x * x % p, x
+        assert _fe_get(17) == (x + y) % p, (x, y)
+        assert _fe_get(18) == (x - y) % p, (x, y)
+        assert _fe_get(19) == (y - x) % p, (x, y)
+        assert _fe_get(20) == pow(x, 32, p), x
+        assert _fe_get(21) == x * x % p, x
+        assert _fe_get(22) == -x % p, x
+
+
+def test_field_engine_long_chains_stay_exact():
+    # Results feed further ops without ever being re-encoded, so each op's output bound
+    # must hold for every input it can produce: a long chain of mixed ops, checked
+    # against Python ints at every step.
+    if not E.VIPER:
+        return
+    p = E.P
+    vals = _field_values()
+    ref = {}
+    for slot in range(13, 25):
+        ref[slot] = vals[slot] % p
+        _fe_put(slot, vals[slot])
+    ops = _stream(b"chain", 1200)
+    for i in range(0, len(ops), 3):
+        op = ops[i] & 3
+        d, x, y = 13 + ops[i] % 12, 13 + ops[i + 1] % 12, 13 + ops[i + 2] % 12
+        if op == SQR:
+            n = 1 + (ops[i + 2] & 3)
+            _fe_run((SQR, d, x, n))
+            ref[d] = pow(ref[x], 2 ** n, p)
+        else:
+            _fe_run((op, d, x, y))
+            ref[d] = (ref[x] * ref[y], 0, ref[x] + ref[y], ref[x] - ref[y])[op] % p
+        assert _fe_get(d) == ref[d], i
+
+
+def test_field_store_is_canonical():
+    # _fe_store reduces fully: every value from 0 to 2^255 - 1 comes out as its residue.
+    if not E.VIPER:
+        return
+    p = E.P
+    for x in (0, 1, 18, 19, 20, p - 1, p, p + 1, p + 18, 2 ** 255 - 20, 2 ** 255 - 1):
+        _fe_put(13, x)
+        assert _fe_get(13) == x % p, x
+        _fe_run((ADD, 14, 13, 0))        # the same value after an op's loose reduction
+        assert _fe_get(14) == x % p, x
+
+
+def test_wnaf_engines_agree():
+    if not E.VIPER:
+        return
+    kb = bytearray(35)
+    out = bytearray(257)          # _NDIGITS (a const: not an attribute under MicroPython)
+    ks = [0, 1, 2, 3, 15, 16, 17, 255, 2 ** 252, E.L - 1, E.L, 2 ** 255 - 1]
+    ks += [int.from_bytes(_stream(b"k %d" % i, 32), "little") % E.L for i in range(8)]
+    for w in (4, 5, 7):
+        for k in ks:
+            kb[:32] = k.to_bytes(32, "little")
+            top = N._wnaf_v(out, kb, w)
+            digits = [d - 256 if d > 127 else d for d in out]
+            assert digits == E._wnaf(k, w), (w, k)
+            nz = [i for i in range(257) if digits[i]]
+            assert top == (nz[-1] if nz else -1), (w, k)

@@ -1,5 +1,8 @@
 """The pure Ed25519 (tinyssb.ed25519) against PyNaCl/libsodium, and crypto's backend choice.
 
+The plain engine runs here under CPython; the viper engine the boards use runs under the
+venv's MicroPython in test_board_engine_agrees_with_pynacl_under_micropython.
+
 Edge cases are built with a tiny affine Edwards implementation below (written
 independently of the module under test, textbook formulas with one inversion per
 operation), then both verifiers must give the same verdict as libsodium, the reference
@@ -9,6 +12,8 @@ import os
 import random
 import subprocess
 import sys
+from functools import lru_cache
+from importlib import util as importlib_util
 
 import nacl.bindings as sodium
 import pytest
@@ -279,6 +284,133 @@ def test_sign_rejects_bad_lengths():
         ed25519.sign(b"\0" * 32, b"m", b"\0" * 31)
     with pytest.raises(ValueError):
         crypto.sign(b"\0" * 31, b"m")
+
+
+# --- the board engine (viper, under MicroPython) ----------------------------------------------
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MPY = os.path.join(os.path.dirname(sys.executable), "micropython")
+
+
+@lru_cache(maxsize=1)
+def edge_cases():
+    """(what, pub, msg, sig, libsodium's verdict) in hex: the cases tests/core/test_ed25519.py
+    carries as EDGES so that MicroPython runs check both engines against them."""
+    rnd = random.Random(25519)
+    cases = []
+
+    def case(what, pub, msg, sig):
+        cases.append((what, pub.hex(), msg.hex(), sig.hex(), nacl_verify(pub, msg, sig)))
+
+    keys = {}                         # every small-order key encoding, as above
+    for t in SMALL:
+        e = enc(t)
+        keys[e] = t
+        if t[0] == 0:
+            keys[e[:31] + bytes([e[31] | 0x80])] = t
+    keys[P.to_bytes(32, "little")] = dec(bytes(32))
+    keys[(P + 1).to_bytes(32, "little")] = IDENTITY
+    for a, pt in sorted(keys.items()):
+        r = rnd.randrange(1, L)
+        R = enc(mul(r, B))
+        i = 0
+        while mul(h_int(R, a, b"m%d" % i), pt) != IDENTITY:
+            i += 1
+        case("small-order key %s..%s, equation holds" % (a.hex()[:4], a.hex()[-2:]), a,
+             b"m%d" % i, R + r.to_bytes(32, "little"))
+    a = rnd.randrange(1, L)
+    pk = enc(add(mul(a, B), T8))
+    for k in range(1, 8):                 # small-order R, as above
+        R = enc(neg(mul(k, T8)))
+        for i in range(400):
+            msg = b"r%d-%d" % (k, i)
+            h = h_int(R, pk, msg)
+            if h % 8 == k:
+                case("small-order R (k=%d), equation holds" % k, pk, msg,
+                     R + (h * a % L).to_bytes(32, "little"))
+                break
+    pk, sk = sodium.crypto_sign_seed_keypair(bytes(range(100, 132)))
+    msg = b"tinyssb edge"
+    sig = sodium.crypto_sign(msg, sk)[:64]
+    case("valid", pk, msg, sig)
+    s = int.from_bytes(sig[32:], "little")
+    for name, bad in (("S + L", s + L), ("S = L", L), ("S = 2^256 - 1", 2 ** 256 - 1),
+                      ("S with bit 255", s | (1 << 255))):
+        case(name, pk, msg, sig[:32] + bad.to_bytes(32, "little"))
+    for y in (P, P + 1, P + 5, P + 18):
+        case("R's y = p + %d" % (y - P), pk, msg, y.to_bytes(32, "little") + sig[32:])
+    case("R's sign bit flipped", pk, msg, sig[:31] + bytes([sig[31] ^ 0x80]) + sig[32:])
+    for y in (P + 2, P + 3, P + 9, 2 ** 255 - 1):
+        for sb in (0, 1):
+            case("A's y = p + %d, sign %d" % (y - P, sb), (y | (sb << 255)).to_bytes(32, "little"),
+                 msg, sig)
+    for y in [y for y in range(2, 40) if dec(y.to_bytes(32, "little")) is None][:3]:
+        case("A off the curve (y = %d)" % y, y.to_bytes(32, "little"), msg, sig)
+        case("R off the curve (y = %d)" % y, pk, msg, y.to_bytes(32, "little") + sig[32:])
+    case("A's sign bit flipped", pk[:31] + bytes([pk[31] ^ 0x80]), msg, sig)
+    return tuple(cases)
+
+
+def _core_test_module():
+    spec = importlib_util.spec_from_file_location(
+        "core_test_ed25519", os.path.join(ROOT, "tests", "core", "test_ed25519.py"))
+    mod = importlib_util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_core_edge_cases_carry_libsodiums_verdicts():
+    assert list(_core_test_module().EDGES) == list(edge_cases())
+
+
+_BOARD = """
+import sys
+sys.path.insert(0, "shared")
+from binascii import hexlify, unhexlify
+from tinyssb import ed25519
+assert ed25519.VIPER
+for line in sys.stdin.read().split():
+    kind, a, b, c = line.split(",")
+    a, b, c = unhexlify(a), unhexlify(b), unhexlify(c)
+    if kind == "sign":          # seed, message, -
+        pub = ed25519.publickey(a)
+        print(hexlify(pub).decode(), hexlify(ed25519.sign(a, b, pub)).decode())
+    else:                       # public key, message, signature
+        print(ed25519.verify(a, b, c))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(MPY), reason="no MicroPython unix port in the venv")
+def test_board_engine_agrees_with_pynacl_under_micropython():
+    # The engine boards run (viper, MicroPython) against libsodium: keys and signatures of
+    # random seeds and messages, one flipped bit each, and every edge case above.
+    rnd = random.Random(32)
+    lines, expect = [], []
+    for i in range(40):
+        seed = rnd.randbytes(32)
+        msg = rnd.randbytes(rnd.choice((1, 55, 120, 200, 1000)))   # (the empty one: RFC 8032)
+        pk, sk = sodium.crypto_sign_seed_keypair(seed)
+        sig = sodium.crypto_sign(msg, sk)[:64]
+        lines.append("sign,%s,%s,00" % (seed.hex(), msg.hex()))
+        expect.append("%s %s" % (pk.hex(), sig.hex()))
+        lines.append("verify,%s,%s,%s" % (pk.hex(), msg.hex(), sig.hex()))
+        expect.append("True")
+        for which in (0, 1, 2):
+            p, m, s = bytearray(pk), bytearray(msg), bytearray(sig)
+            t = (p, m, s)[which]
+            bit = rnd.randrange(len(t) * 8)
+            t[bit >> 3] ^= 1 << (bit & 7)
+            lines.append("verify,%s,%s,%s" % (p.hex(), m.hex(), s.hex()))
+            expect.append(str(nacl_verify(bytes(p), bytes(m), bytes(s))))
+    for what, pub, msg, sig, ok in edge_cases():
+        lines.append("verify,%s,%s,%s" % (pub, msg, sig))
+        expect.append(str(ok))
+    out = subprocess.run([MPY, "-c", _BOARD], input="\n".join(lines), capture_output=True,
+                         text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    got = out.stdout.strip().split("\n")
+    assert len(got) == len(expect)
+    for line, g, e in zip(lines, got, expect):
+        assert g == e, line
 
 
 # --- backend selection -----------------------------------------------------------------------
