@@ -1,0 +1,91 @@
+"""What a host can send a board: malformed commands get error replies and never end the
+host task; the bridge's queues stay bounded under a flood; the console interrupt."""
+import os
+import sys
+
+import pytest
+
+import e2e_run
+from tinyssb import link
+from tssbfw import app, config
+from tssbfw.bridge import SerialBridge
+
+MPY = os.path.join(os.path.dirname(sys.executable), "micropython")
+
+
+def _check(rc, res):
+    assert rc == 0, res
+    assert res["answers_ok"] and res["board_kept"] and res["sf_saved"], res
+    assert res["most_pending"] <= res["bound"] and res["per_poll"] == res["max_cmds"], res
+
+
+@pytest.mark.skipif(not os.path.exists(MPY), reason="MicroPython unix port not installed")
+def test_malformed_commands_and_floods_under_micropython(tmp_path):
+    _check(*e2e_run.run(MPY, "e2e_commands.py", tmp_path / "w"))
+
+
+def test_malformed_commands_and_floods_under_cpython(tmp_path):
+    _check(*e2e_run.run(sys.executable, "e2e_commands.py", tmp_path / "w"))
+
+
+def test_each_request_of_one_poll_gets_its_own_answer():
+    inbox = [link.status_request(1) + link.status_request(2) + link.config_get(3, "plan")]
+    out = bytearray()
+    br = SerialBridge(lambda n: inbox.pop() if inbox else None, out.extend)
+    for c in br.poll():
+        br.reply(c, {"feeds": 0} if c[0] == "status" else "EU868.a")
+    got = [(m[0], m[1]) for m in link.Decoder().feed(bytes(out))]
+    assert got == [("status", 1), ("status", 2), ("reply", 3)]
+
+
+def test_a_request_left_unanswered_is_forgotten_at_the_next_poll():
+    inbox = [link.status_request(1)]
+    br = SerialBridge(lambda n: inbox.pop() if inbox else None, lambda b: None)
+    assert br.poll() == [("status",)]
+    br.poll()
+    assert br._asked == []
+
+
+class _Cfg:
+    """A firmware whose command() is the real one, with no radio or store behind it."""
+
+    def __init__(self, root):
+        self.fw = app.Firmware(None, None, None, None, cfg=dict(config.DEFAULTS), root=root)
+
+
+def test_command_refuses_every_malformed_tuple(tmp_path):
+    fw = _Cfg(str(tmp_path)).fw
+    for cmd in [(), ("status", 1), ("config_set", "plan"), ("config_get", "a", "b"),
+                (5,), ([1],), "status", None, ("send", 5), ("set_epoch", "soon"),
+                ("set_epoch", -1), ("config_set", 7, 1), ("config_set_many", [1, 2]),
+                ("config_get", "nosuchkey"), ("config_set", "board", 5)]:
+        res = fw.command(cmd)
+        assert isinstance(res, dict) and "error" in res, (cmd, res)
+    assert not os.path.exists(str(tmp_path / "config.json"))     # nothing saved
+
+
+def test_a_failing_save_is_an_error_reply_not_a_crash(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    fw = _Cfg(str(blocker)).fw                        # its root cannot hold a config
+    res = fw.command(("config_set", "sf", 9))
+    assert "error" in res and "Not a directory" in res["error"], res
+    assert fw.cfg["sf"] is None                       # unchanged in RAM too
+
+
+def test_config_set_many_takes_all_or_nothing(tmp_path):
+    fw = _Cfg(str(tmp_path)).fw
+    assert "error" in fw.command(("config_set_many", {"sf": 9, "power": 99}))
+    assert fw.cfg["sf"] is None
+    assert fw.command(("config_set_many", {"sf": 9, "name": "n2"})) == {"ok": True,
+                                                                       "restart": True}
+    cfg, _ = config.load(str(tmp_path))
+    assert cfg["sf"] == 9 and cfg["name"] == "n2"
+
+
+def test_repl_request_is_used_up_by_one_boot(tmp_path):
+    root = str(tmp_path)
+    assert not config.take_repl_request(root)
+    config.request_repl(root)
+    assert config.take_repl_request(root)
+    assert not config.take_repl_request(root)
