@@ -41,6 +41,7 @@ IDLE_MS = 50            # longest sleep of the tx and host loops
 WDT_TIMEOUT_MS = 30000  # a loop stalled this long resets the board
 RESET_DELAY_MS = 200    # after answering reboot/repl: time for the reply to leave the USB buffer
 HEARD_SHOWN = 5         # frames heard lately in `info` (each ~40 bytes of its reply)
+EPOCH_2000_MS = 946684800000   # an event "ts" below this is uptime: the host's TIME came later
 INTERRUPT_CHAR = 3      # Ctrl-C: what MicroPython's REPL uses, restored when the firmware ends
 # Config changes that take effect only at the next boot (the reply says "restart").
 RESTART_KEYS = ("plan", "board", "capacity", "ble", "ble_name", "power", "sf")
@@ -189,7 +190,7 @@ class Firmware:
         out = []
         if ev is None:
             return out
-        now = ev.epoch_ms + self.clock.now()
+        up = self.clock.now()
         for line in reversed(ev.ring):
             if '"rx"' not in line:
                 continue
@@ -198,8 +199,10 @@ class Firmware:
             except ValueError:
                 continue
             if r.get("event") == "rx":
-                out.append([now - r.get("ts", now), r.get("kind"), r.get("length"),
-                            r.get("rssi"), r.get("snr")])
+                ts = r.get("ts", 0)
+                ago = up - ts if ts < EPOCH_2000_MS else ev.epoch_ms + up - ts
+                out.append([ago, r.get("kind"), r.get("length"), r.get("rssi"),
+                            r.get("snr")])
                 if len(out) == HEARD_SHOWN:
                     break
         return out

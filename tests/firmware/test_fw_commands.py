@@ -89,3 +89,37 @@ def test_repl_request_is_used_up_by_one_boot(tmp_path):
     config.request_repl(root)
     assert config.take_repl_request(root)
     assert not config.take_repl_request(root)
+
+
+def test_info_fits_one_link_reply_and_ages_frames_heard(tmp_path):
+    import lora
+    import machine
+    from tssbfw.bridge import MemoryBridge
+    from tssbfw.clock import Clock
+    root = str(tmp_path / "node")
+    config.save(root, {"plan": "US915.a", "board": "heltec-v2", "name": "i1", "ble": False})
+    t = [1000]
+    fw, _ = app.boot(root, lora_mod=lora, machine_mod=machine, bridge=MemoryBridge(),
+                     clock=Clock(ticks_ms=lambda: t[0], ticks_diff=lambda a, b: a - b),
+                     urandom=lambda n: b"\x09" * n)
+
+    class Rx(bytearray):
+        rssi = -101
+        snr = -18
+    frame = bytes(range(40))
+    from tinyssb.frames import add_crc
+    fw.on_rx(Rx(add_crc(frame)), 0)              # heard before the host set the clock
+    t[0] += 4000
+    fw.command(("set_epoch", 1767225600000))
+    for i in range(6):
+        t[0] += 1000
+        fw.on_rx(Rx(add_crc(bytes([i + 1]) * 30)), 0)
+    t[0] += 500
+    d = fw.command(("info",))
+    assert d["board"] == "heltec-v2" and d["plan"] == "US915.a" and d["power"] == 20
+    assert d["feeds"] == 1 and d["entries"] == 0 and d["rx"] == 7
+    assert [h[0] for h in d["heard"]] == [500, 1500, 2500, 3500, 4500]
+    assert d["heard"][0][1:] == ["vector", 34, -101, -4.5]
+    link.reply(1, d)                             # fits one reply (MAX_BODY)
+    t[0] += 10 ** 9
+    assert len(link.reply(1, fw.command(("info",)))) < link.MAX_BODY
