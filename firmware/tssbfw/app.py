@@ -269,13 +269,12 @@ class Firmware:
     def _repl(self):
         if self.root is None:
             raise ValueError("no flash to keep the request on")
+        configmod.request_repl(self.root)   # here: a full flash is an error reply
         self._after = "repl"
         return {"ok": True}
 
     async def _restart(self):
         """Reset the board once a reboot or repl command has been answered."""
-        if self._after == "repl":
-            configmod.request_repl(self.root)
         await _sleep_ms(RESET_DELAY_MS)   # real time: the reply must leave the USB buffer
         if self.reset is not None:
             self.reset()

@@ -86,9 +86,13 @@ def test_config_set_many_takes_all_or_nothing(tmp_path):
 def test_repl_request_is_used_up_by_one_boot(tmp_path):
     root = str(tmp_path)
     assert not config.take_repl_request(root)
-    config.request_repl(root)
+    fw = _Cfg(root).fw
+    assert fw.command(("repl",)) == {"ok": True} and fw._after == "repl"
     assert config.take_repl_request(root)
     assert not config.take_repl_request(root)
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    assert "error" in _Cfg(str(blocked)).fw.command(("repl",))
 
 
 def test_info_fits_one_link_reply_and_ages_frames_heard(tmp_path):
