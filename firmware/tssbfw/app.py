@@ -39,7 +39,7 @@ from tssbfw.scheduler import Scheduler
 ROOT = "/tssb"          # config, identity and feeds live under this directory
 IDLE_MS = 50            # longest sleep of the tx and host loops
 WDT_TIMEOUT_MS = 30000  # a loop stalled this long resets the board
-RESET_DELAY_MS = 200    # after answering reboot/repl: time for the reply to leave the USB buffer
+RESET_DELAY_MS = 200    # after a reboot/repl reply: time for it to leave the USB buffer
 HEARD_SHOWN = 5         # frames heard lately in `info` (each ~40 bytes of its reply)
 EPOCH_2000_MS = 946684800000   # an event "ts" below this is uptime: the host's TIME came later
 INTERRUPT_CHAR = 3      # Ctrl-C: what MicroPython's REPL uses, restored when the firmware ends
@@ -224,6 +224,8 @@ class Firmware:
             if not least <= len(cmd) - 1 <= most:
                 return {"error": "%s takes %d to %d arguments" % (cmd[0], least, most)}
             return getattr(self, method)(*cmd[1:])
+        except ValueError as e:  # a refusal: its message says why
+            return {"error": str(e)}
         except Exception as e:   # MemoryError and OSError included: report, carry on
             return {"error": "%s: %s" % (type(e).__name__, e)}
 

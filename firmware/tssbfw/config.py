@@ -7,7 +7,8 @@
                        instead of starting the firmware (`tssb reboot --repl`); removed
                        by that boot, so the one after starts the firmware again
 
-Config and identity are written atomically (write `.tmp`, remove, rename; a lone `.tmp` is finished).
+Config and identity are written atomically (write `.tmp`, remove, rename; a lone `.tmp`
+is finished).
 A missing or unreadable config gives the defaults (and says why in `problems`); a
 missing identity is created on first boot from os.urandom.
 
@@ -119,7 +120,8 @@ def check_many(values):
         try:
             out[k] = check(k, values[k])
         except ValueError as e:
-            raise ValueError("%s: %s" % (k, e))
+            why = str(e)
+            raise ValueError(why if why.startswith(str(k)) else "%s: %s" % (k, why))
     return out
 
 

@@ -62,7 +62,8 @@ def run(args):
     names = regions.names()
     if args.plan is not None:
         if args.plan not in names:
-            raise CliError("unknown region plan %r (one of %s)" % (args.plan, ", ".join(names)))
+            raise CliError("unknown region plan %r (one of %s)" % (args.plan,
+                                                                   ", ".join(names)))
         names = [args.plan]
     plans = [describe(regions.plan(n)) for n in names]
     if args.json:

@@ -34,7 +34,8 @@ def register(subparsers):
                         + ", ".join(regions.names()))
     p.add_argument("--name", help="node name (default: from its public key)")
     p.add_argument("--power", type=int, metavar="DBM", help="TX power (default: the plan's)")
-    p.add_argument("--sf", type=int, metavar="SF", help="spreading factor (default: the plan's)")
+    p.add_argument("--sf", type=int, metavar="SF",
+                   help="spreading factor (default: the plan's)")
     p.add_argument("--dir", metavar="DIR",
                    help="keep the board's flash (DIR/flash.img) and compiled firmware here, "
                         "across runs (default: a temporary folder, removed at the end)")

@@ -193,6 +193,7 @@ class VirtualBoard:
         self.counters = {"interrupts": 0, "ctrl_c_passed": 0, "dropped_out": 0}
         self._started = 0.0       # when the board was last powered up (monotonic s)
         self._stop = threading.Event()
+        self._power = threading.Lock()   # stop() and a restart do not cross
         self._text = ConsoleText(lambda line: self.say("board: " + line))
         self._threads = []
 
@@ -262,15 +263,19 @@ class VirtualBoard:
             self._stop.wait(RESTART_S)
             if self._stop.is_set():
                 return
-            if raw:
-                self._write_pty(b"soft reboot\r\n")
-            self._power_on(main=not raw)
-            if raw:
-                self._write_board(self.proc, bytes([CTRL_A]))   # back to the raw REPL
+            with self._power:
+                if self._stop.is_set():
+                    return
+                if raw:
+                    self._write_pty(b"soft reboot\r\n")
+                self._power_on(main=not raw)
+                if raw:
+                    self._write_board(self.proc, bytes([CTRL_A]))   # back to the raw REPL
 
     def stop(self):
-        self._stop.set()
-        p = self.proc
+        with self._power:
+            self._stop.set()
+            p = self.proc
         if p is not None and p.poll() is None:
             p.kill()
             p.wait(5)

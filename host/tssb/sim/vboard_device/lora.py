@@ -75,7 +75,8 @@ class AsyncModem:
     def get_time_on_air_us(self, payload_len):
         from tssbfw.airtime import time_on_air_us
         c = self.cfg
-        return time_on_air_us(payload_len, c.get("sf", 7), int(float(c.get("bw", "125")) * 1000),
+        bw_hz = int(float(c.get("bw", "125")) * 1000)
+        return time_on_air_us(payload_len, c.get("sf", 7), bw_hz,
                               c.get("coding_rate", 5), c.get("preamble_len", 12),
                               c.get("crc_en", True), not c.get("implicit_header", False))
 

@@ -85,12 +85,14 @@ class SoftI2C:
 I2C = SoftI2C
 
 
-def _own_pid():
+def _stat():
     with open("/proc/self/stat") as f:
-        return int(f.read().split()[0])
+        return f.read().split()
 
 
-_PID = _own_pid()   # read at import, while the host's /proc is still mounted (run.py)
+# read at import, while the host's /proc is still mounted (run.py)
+_PID = int(_stat()[0])
+_PPID = int(_stat()[3])     # the vboard supervisor: the board's power supply
 
 
 class WDT:
@@ -111,6 +113,14 @@ class WDT:
             time.sleep_ms(500)
         print("\r\nwatchdog: not fed for %d ms, resetting" % self.timeout)
         _end(WDT_SIGNAL)
+
+
+def watch_power(period_s=2):
+    """Switch off when the supervisor is gone (killed without stopping the board), so
+    no board outlives its `tssb vboard`. Run in a thread."""
+    while os.system("kill -0 %d 2>/dev/null" % _PPID) == 0:
+        time.sleep(period_s)
+    _end(9)
 
 
 def _end(sig):

@@ -22,8 +22,11 @@ import sys
 with open(sys.argv[1]) as f:
     opts = json.loads(f.read())
 here = sys.path[0] or "."
+import _thread        # noqa: E402
 import machine        # noqa: E402  before the root changes: it reads /proc/self/stat
 import vflash         # noqa: E402
+
+_thread.start_new_thread(machine.watch_power, ())
 
 flash = vflash.volume(opts["image"], opts["blocks"])
 os.mount(os.VfsPosix(opts["fw"]), "/.tssbfw")
