@@ -4,18 +4,30 @@
          queue its replies
   tx     pop frames from the scheduler when their slot and the limiter allow, send
   tick   run the node's periodic work (GOSET claims, WANT, CHNK) and queue it
-  host   bridge commands (status, config get/set, send) and the watchdog feed
+  host   bridge commands (Firmware.command: status, info, config, send, reboot, repl)
+         and the watchdog feed
 
 plus one task per extra interface in `faces` (the BLE port, `tssbfw.ble`): each hands its
 packets to the same node and gets the node's periodic packets as the radio does.
 
 Boot order (`boot()`): config and identity from flash (keypair created on first boot),
 board definition, power rail, modem, flash store, node, bridge, BLE; then `run()`.
+
+The console: on the ESP32 ports a byte equal to the interrupt character (Ctrl-C, 0x03)
+arriving on the REPL console raises KeyboardInterrupt in the running program
+(esp32-board-budget.md, "Console and tasks"). The bridge shares that console, and every
+link TX frame carries 0x03 as its type, so `main()` turns the interrupt character off
+while the firmware runs (`micropython.kbd_intr(-1)`) and back on when it ends. The way
+back to the REPL is the `repl` command (`tssb reboot --repl`): it leaves a request on
+flash and resets; the next boot sees it, starts nothing (no watchdog either) and returns
+to the REPL, where mpremote works; the boot after that starts the firmware again.
 """
 import asyncio
+import json
 
 from tinyssb.errors import WireError
 from tinyssb.frames import add_crc
+from tssbfw import VERSION
 from tssbfw import config as configmod
 from tssbfw import regions
 from tssbfw.airtime import plan_airtime_ms
@@ -27,6 +39,12 @@ from tssbfw.scheduler import Scheduler
 ROOT = "/tssb"          # config, identity and feeds live under this directory
 IDLE_MS = 50            # longest sleep of the tx and host loops
 WDT_TIMEOUT_MS = 30000  # a loop stalled this long resets the board
+RESET_DELAY_MS = 200    # after a reboot/repl reply: time for it to leave the USB buffer
+HEARD_SHOWN = 5         # frames heard lately in `info` (each ~40 bytes of its reply)
+EPOCH_2000_MS = 946684800000   # an event "ts" below this is uptime: the host's TIME came later
+INTERRUPT_CHAR = 3      # Ctrl-C: what MicroPython's REPL uses, restored when the firmware ends
+# Config changes that take effect only at the next boot (the reply says "restart").
+RESTART_KEYS = ("plan", "board", "capacity", "ble", "ble_name", "power", "sf")
 
 
 def _rand_fn():
@@ -74,6 +92,8 @@ class Firmware:
             self.sched = Scheduler(lambda n: plan_airtime_ms(plan, n), self.limiter, self.rand)
         self.counters = {"enqueue_bad": 0}
         self.faces = []   # other interfaces of the node: send(pkt), status(), run(fw)
+        self.reset = None     # function() resetting the board (default machine.reset)
+        self._after = None    # "reboot" or "repl" once such a command was answered
         self._limited_seen = 0
         self._running = False
 
@@ -137,30 +157,132 @@ class Firmware:
             st[f.name] = f.status()
         return st
 
+    def info(self):
+        """What `tssb info` shows: board, firmware, radio settings, uptime, store, flash,
+        heap, BLE and the frames heard lately; small enough for one link reply."""
+        store = self.link.store
+        feeds = store.feeds()
+        entries = 0
+        for f in feeds:
+            entries += store.front(f)[0]
+        p = self.plan
+        author = getattr(self.link.node, "author", None)
+        d = {"board": self.cfg.get("board"), "fw": VERSION,
+             "name": self.events.log.node if self.events is not None else None,
+             "fid": author.fid.hex() if author is not None else None,
+             "plan": p["name"] if p else None, "power": p["power"] if p else None,
+             "sf": p["sf"] if p else None, "uptime_ms": self.clock.now(),
+             "feeds": len(feeds), "entries": entries,
+             "store_used": getattr(store, "used", None),
+             "store_capacity": getattr(store, "capacity", None),
+             "flash": _flash(self.root), "heap": _heap(),
+             "rx": self.port.counters["rx"], "tx": self.port.counters["tx"],
+             "duty_used_ms": self.limiter.used_ms(self.clock.now()) if p else 0,
+             "heard": self._heard()}
+        for f in self.faces:
+            d[f.name] = f.status().get("clients")
+        return d
+
+    def _heard(self):
+        """The last HEARD_SHOWN frames heard on air, newest first, from the event ring:
+        [ms ago, kind, bytes, rssi dBm, snr dB]."""
+        ev = self.events
+        out = []
+        if ev is None:
+            return out
+        up = self.clock.now()
+        for line in reversed(ev.ring):
+            if '"rx"' not in line:
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if r.get("event") == "rx":
+                ts = r.get("ts", 0)
+                ago = up - ts if ts < EPOCH_2000_MS else ev.epoch_ms + up - ts
+                out.append([ago, r.get("kind"), r.get("length"), r.get("rssi"),
+                            r.get("snr")])
+                if len(out) == HEARD_SHOWN:
+                    break
+        return out
+
     def command(self, cmd):
-        """Run one bridge command tuple; returns its result (errors as {'error': ...})."""
+        """Run one bridge command tuple (name, arguments...); returns its result.
+
+        Never raises on what a host sends: an unknown command, a wrong number or type of
+        arguments, a bad value, or a failure while carrying it out (the flash full, say)
+        gives {"error": reason}, and the host task goes on.
+        """
         try:
-            op = cmd[0]
-            if op == "status":
-                return self.status()
-            if op == "send":
-                return {"queued": self.enqueue(bytes(cmd[1])) is None}
-            if op == "config_get":
-                return self.cfg.get(cmd[1]) if len(cmd) > 1 else dict(self.cfg)
-            if op == "config_set":
-                value = configmod.check(cmd[1], cmd[2])
-                self.cfg[cmd[1]] = value
-                if self.root is not None:
-                    configmod.save(self.root, self.cfg)
-                return {"ok": True, "restart": cmd[1] in ("plan", "board", "capacity",
-                                                          "ble", "ble_name", "power", "sf")}
-            if op == "set_epoch":
-                if self.events is not None:
-                    self.events.set_epoch(int(cmd[1]))
-                return {"ok": True}
-            return {"error": "unknown command"}
-        except (ValueError, TypeError, IndexError, KeyError) as e:
+            spec = None
+            if isinstance(cmd, tuple) and cmd and isinstance(cmd[0], str):
+                spec = COMMANDS.get(cmd[0])
+            if spec is None:
+                return {"error": "unknown command"}
+            least, most, method = spec
+            if not least <= len(cmd) - 1 <= most:
+                return {"error": "%s takes %d to %d arguments" % (cmd[0], least, most)}
+            return getattr(self, method)(*cmd[1:])
+        except ValueError as e:  # a refusal: its message says why
             return {"error": str(e)}
+        except Exception as e:   # MemoryError and OSError included: report, carry on
+            return {"error": "%s: %s" % (type(e).__name__, e)}
+
+    def _send(self, pkt):
+        if not isinstance(pkt, (bytes, bytearray, memoryview)):
+            raise ValueError("send takes the packet's bytes")
+        return {"queued": self.enqueue(bytes(pkt)) is None}
+
+    def _config_get(self, key=None):
+        if key is None:
+            return dict(self.cfg)
+        if key not in configmod.DEFAULTS:
+            raise ValueError("unknown config key %r" % (key,))
+        return self.cfg.get(key)
+
+    def _config_set(self, key, value):
+        return self._config_set_many({key: value})
+
+    def _config_set_many(self, values):
+        """Check every value, save them together (or none), say whether a restart is due."""
+        values = configmod.check_many(values)
+        new = dict(self.cfg)
+        new.update(values)
+        if self.root is not None:
+            configmod.save(self.root, new)
+        self.cfg.update(values)
+        restart = False
+        for k in values:
+            restart = restart or k in RESTART_KEYS
+        return {"ok": True, "restart": restart}
+
+    def _set_epoch(self, epoch_ms):
+        if not isinstance(epoch_ms, int) or isinstance(epoch_ms, bool) or epoch_ms < 0:
+            raise ValueError("set_epoch takes Unix milliseconds")
+        if self.events is not None:
+            self.events.set_epoch(epoch_ms)
+        return {"ok": True}
+
+    def _reboot(self):
+        self._after = "reboot"
+        return {"ok": True}
+
+    def _repl(self):
+        if self.root is None:
+            raise ValueError("no flash to keep the request on")
+        configmod.request_repl(self.root)   # here: a full flash is an error reply
+        self._after = "repl"
+        return {"ok": True}
+
+    async def _restart(self):
+        """Reset the board once a reboot or repl command has been answered."""
+        await _sleep_ms(RESET_DELAY_MS)   # real time: the reply must leave the USB buffer
+        if self.reset is not None:
+            self.reset()
+        else:
+            import machine
+            machine.reset()
 
     # -- asyncio tasks ---------------------------------------------------------------
     async def _rx_task(self):
@@ -192,6 +314,8 @@ class Firmware:
         while self._running:
             for cmd in self.bridge.poll():
                 self.bridge.reply(cmd, self.command(cmd))
+            if self._after is not None:
+                await self._restart()
             if self.wdt is not None:
                 self.wdt.feed()
             await _sleep_ms(IDLE_MS, self.time_scale)
@@ -217,6 +341,42 @@ class Firmware:
                     await t
                 except BaseException:  # CancelledError differs between ports
                     pass
+
+
+# Bridge commands: name -> (fewest arguments, most arguments, Firmware method). Anything
+# else is refused with an error reply.
+COMMANDS = {
+    "status": (0, 0, "status"),
+    "info": (0, 0, "info"),
+    "send": (1, 1, "_send"),
+    "config_get": (0, 1, "_config_get"),
+    "config_set": (2, 2, "_config_set"),
+    "config_set_many": (1, 1, "_config_set_many"),
+    "set_epoch": (1, 1, "_set_epoch"),
+    "reboot": (0, 0, "_reboot"),
+    "repl": (0, 0, "_repl"),
+}
+
+
+def _flash(root):
+    """[free, total] bytes of the filesystem holding `root`, or None."""
+    try:
+        import os
+        st = os.statvfs(root)
+        return [st[0] * st[3], st[0] * st[2]]
+    except (AttributeError, OSError, TypeError):
+        return None
+
+
+def _heap():
+    """[free, used] bytes of the MicroPython heap after a collection, or None (CPython
+    has no such figures)."""
+    try:
+        import gc
+        gc.collect()
+        return [gc.mem_free(), gc.mem_alloc()]
+    except AttributeError:
+        return None
 
 
 def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
@@ -272,6 +432,8 @@ def boot(root=ROOT, lora_mod=None, machine_mod=None, bridge=None, clock=None,
     fw = Firmware(plan, link, modem, clock, events, bridge=bridge, wdt=wdt,
                   tick_ms=cfg["tick_ms"], cfg=cfg, root=root,
                   time_scale=getattr(clock, "scale", 1))
+    if machine_mod is not None:
+        fw.reset = machine_mod.reset
     if cfg["ble"]:
         try:
             from tssbfw.ble import BlePort
@@ -307,15 +469,36 @@ def usb_bridge(name="board", info=None):
     return SerialBridge(read, out.write, name, info)
 
 
-def main():
-    bridge = usb_bridge()
-    fw, problems = boot(bridge=bridge)
-    bridge.name = fw.events.log.node
-    author = getattr(fw.link.node, "author", None)
-    if author is not None:
-        bridge.info = {"fid": author.fid.hex()}
-    bridge.attach(fw)
-    for p in problems:
-        print("tssb:", p)  # console text between frames; the host skips it
-    bridge.say_hello()
-    asyncio.run(fw.run())
+def _console_interrupt(char):
+    """Set the console's interrupt character (-1: off); a no-op off MicroPython."""
+    try:
+        import micropython
+        micropython.kbd_intr(char)
+    except (ImportError, AttributeError):
+        pass
+
+
+def main(root=ROOT):
+    if configmod.take_repl_request(root):
+        print("tssb: firmware not started: the REPL was asked for (tssb reboot --repl); "
+              "reset the board to start it")
+        return
+    # The host's frames carry 0x03 (TX): as the console's interrupt character it would
+    # stop the firmware (see the module's docstring). Off from the first byte the host
+    # may send, on again whenever the firmware ends.
+    _console_interrupt(-1)
+    try:
+        bridge = usb_bridge()
+        fw, problems = boot(root, bridge=bridge)
+        bridge.name = fw.events.log.node
+        author = getattr(fw.link.node, "author", None)
+        bridge.info = {"board": fw.cfg["board"], "fw": VERSION}
+        if author is not None:
+            bridge.info["fid"] = author.fid.hex()
+        bridge.attach(fw)
+        for p in problems:
+            print("tssb:", p)  # console text between frames; the host skips it
+        bridge.say_hello()
+        asyncio.run(fw.run())
+    finally:
+        _console_interrupt(INTERRUPT_CHAR)

@@ -8,13 +8,21 @@ The firmware calls these methods (the seam in app.py):
   poll() -> list           commands received from the host, each a tuple handled by
                            Firmware.command(): ("send", pkt), ("status",),
                            ("config_get", key), ("config_set", key, value),
-                           ("set_epoch", epoch_ms)
-  reply(cmd, result)       the result of a command (dict, value or error string)
+                           ("set_epoch", epoch_ms), and from CMD requests ("info",),
+                           ("reboot",), ("repl",), ("config_set_many", {key: value})
+  reply(cmd, result)       the result of a command (dict, value or error string), in the
+                           order poll() handed them out
 
 What crosses the link: packets heard on air go up as RX (with RSSI/SNR), frames the
 board sent go up as TX (so the host hears the board's own node like a neighbour), event
 lines as EVENT. A TX from the host is both a neighbour's packet for the board's node
 (`attach(fw)` wires that) and a packet to send on air ("send").
+
+Bounds: the host decides what arrives, so all it can make the board hold is bounded
+here. The port is read only while fewer than MAX_CMDS commands wait, so at most that many
+plus one read's worth (READ_CHUNK bytes, ~60 of the smallest frames) wait between polls;
+each poll hands out at most MAX_CMDS commands, host packets included (each may cost a
+signature check); a request id lives only until the next poll.
 
 NullBridge does nothing (a board without a host attached). MemoryBridge records
 everything and lets tests inject commands.
@@ -73,8 +81,14 @@ class MemoryBridge(NullBridge):
 # Bytes read from the port per poll; a USB CDC packet is 64 bytes, a few of them per poll
 # keeps the host loop short between watchdog feeds.
 READ_CHUNK = 512
-# Commands handed to the firmware per poll: bounds the work a flood from the host causes.
-MAX_CMDS = 32
+# Commands handed to the firmware per poll (the host loop polls every 50 ms): bounds the
+# work a flood from the host causes. A host packet may be an entry whose signature check
+# takes up to ~0.9 s on an ESP32 (esp32-board-budget.md), so 8 stay well inside the 30 s
+# watchdog, and 8 a poll (~160 a second) is more than 115200 baud carries.
+MAX_CMDS = 8
+# CMD requests the board serves; STATUS, CFG_GET, CFG_SET, TIME and TX have their own
+# message types, so a CMD naming anything else is refused.
+CMD_OPS = ("info", "reboot", "repl", "config_set_many")
 # On-air frames carry a 4-byte CRC32 (tinyssb.frames); the link sends the bare packet.
 CRC_LEN = 4
 
@@ -105,9 +119,10 @@ class SerialBridge(NullBridge):
         self.info = info or {}
         self.dec = link.Decoder()
         self.fw = None
-        self._rids = {}      # id(cmd) -> request id, until reply()
-        self._pending = []   # commands decoded beyond MAX_CMDS, handed out next poll
-        self.counters = {"write_errors": 0, "host_pkts": 0}
+        self._asked = []     # [cmd, rid] of the last poll's requests, until reply()
+        self._pending = []   # (cmd, rid) read beyond MAX_CMDS, handed out first
+        self.counters = {"write_errors": 0, "read_errors": 0, "host_pkts": 0,
+                         "refused": 0}
         self.host = None     # the host's HELLO dict, once seen
 
     def attach(self, fw):
@@ -152,29 +167,41 @@ class SerialBridge(NullBridge):
             fw.enqueue(p)
 
     def poll(self):
-        cmds = self._pending
-        self._pending = []
-        data = self._read(READ_CHUNK)
-        if data:
-            for m in self.dec.feed(data):
-                c = self._command(m)
-                if c is not None:
-                    cmds.append(c)
-        if len(cmds) > MAX_CMDS:
-            self._pending = cmds[MAX_CMDS:]
-            cmds = cmds[:MAX_CMDS]
+        self._asked = []     # a request not answered in its own turn never will be
+        if len(self._pending) < MAX_CMDS:
+            try:
+                data = self._read(READ_CHUNK)
+            except OSError:
+                self.counters["read_errors"] += 1
+                data = None
+            if data:
+                for m in self.dec.feed(data):
+                    c = self._message(m)
+                    if c is not None:
+                        self._pending.append(c)
+        todo = self._pending[:MAX_CMDS]
+        self._pending = self._pending[MAX_CMDS:]
+        cmds = []
+        for cmd, rid in todo:
+            if cmd[0] == "hello":
+                self.say_hello()
+                continue
+            if cmd[0] == "send":
+                self.counters["host_pkts"] += 1
+                self._deliver(cmd[1])
+            else:
+                self._asked.append([cmd, rid])
+            cmds.append(cmd)
         return cmds
 
-    def _command(self, m):
+    def _message(self, m):
+        """(command, request id) for one decoded link message, or None."""
         kind = m[0]
         if kind == "tx":
-            self.counters["host_pkts"] += 1
-            self._deliver(m[1])
-            return ("send", m[1])
+            return ("send", m[1]), None
         if kind == "hello":
             self.host = m[1]
-            self.say_hello()
-            return None
+            return ("hello",), None
         if kind == "status" and m[2] is None:
             cmd = ("status",)
         elif kind == "cfg_get":
@@ -183,13 +210,22 @@ class SerialBridge(NullBridge):
             cmd = ("config_set", m[2], m[3])
         elif kind == "time":
             cmd = ("set_epoch", m[2])
+        elif kind == "cmd":
+            if m[2] not in CMD_OPS:
+                self.counters["refused"] += 1
+                self._send(link.error(m[1], "unknown command"))
+                return None
+            cmd = (m[2],) + tuple(m[3])
         else:
             return None   # replies, events and errors are not for the board
-        self._rids[id(cmd)] = m[1]
-        return cmd
+        return cmd, m[1]
 
     def reply(self, cmd, result):
-        rid = self._rids.pop(id(cmd), None)
+        rid = None
+        for i in range(len(self._asked)):
+            if self._asked[i][0] is cmd:
+                rid = self._asked.pop(i)[1]
+                break
         if rid is None:
             return        # "send" commands are not answered: the host streams packets
         try:

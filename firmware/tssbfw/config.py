@@ -3,8 +3,12 @@
   <root>/config.json   {"plan", "board", "name", "capacity", "tick_ms", "ble",
                         "ble_name", "power", "sf"} (JSON)
   <root>/identity      the 32-byte Ed25519 seed of the node's own feed
+  <root>/repl          present: the next boot leaves the board at the MicroPython REPL
+                       instead of starting the firmware (`tssb reboot --repl`); removed
+                       by that boot, so the one after starts the firmware again
 
-Both are written atomically (write `.tmp`, remove, rename; a lone `.tmp` is finished).
+Config and identity are written atomically (write `.tmp`, remove, rename; a lone `.tmp`
+is finished).
 A missing or unreadable config gives the defaults (and says why in `problems`); a
 missing identity is created on first boot from os.urandom.
 
@@ -39,24 +43,35 @@ DEFAULTS = {"plan": None, "board": None, "name": None,   # no plan: radio off
             "power": None, "sf": None}       # None: the plan's own
 
 
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def check(key, value):
     """Validate one config value; return it normalised.
+
+    Every value is checked for its type first: it may come from a host over the link,
+    as any JSON value.
 
     Raises:
         ValueError: unknown key or bad value (message says which).
     """
+    if not isinstance(key, str):
+        raise ValueError("config key must be text")
+    if key in ("plan", "board", "name", "ble_name") and value is not None and \
+            not isinstance(value, str):
+        raise ValueError("%s must be text or null" % key)
     if key == "plan":
         if value is not None:
             regions.plan(value)
         return value
     if key == "power":
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or
+        if value is not None and (not _is_int(value) or
                                   not MIN_POWER_DBM <= value <= MAX_POWER_DBM):
             raise ValueError("power must be %d..%d dBm" % (MIN_POWER_DBM, MAX_POWER_DBM))
         return value
     if key == "sf":
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or
-                                  not MIN_SF <= value <= MAX_SF):
+        if value is not None and (not _is_int(value) or not MIN_SF <= value <= MAX_SF):
             raise ValueError("sf must be %d..%d" % (MIN_SF, MAX_SF))
         return value
     if key == "board":
@@ -71,11 +86,11 @@ def check(key, value):
             raise ValueError("bad node name")
         return value
     if key == "capacity":
-        if not isinstance(value, int) or not MIN_CAPACITY <= value <= MAX_CAPACITY:
+        if not _is_int(value) or not MIN_CAPACITY <= value <= MAX_CAPACITY:
             raise ValueError("capacity out of range")
         return value
     if key == "tick_ms":
-        if not isinstance(value, int) or not MIN_TICK_MS <= value <= MAX_TICK_MS:
+        if not _is_int(value) or not MIN_TICK_MS <= value <= MAX_TICK_MS:
             raise ValueError("tick_ms out of range")
         return value
     if key == "ble":
@@ -86,11 +101,28 @@ def check(key, value):
         if value is None:
             return None
         from tssbfw.ble import NAME_MAX
-        if not isinstance(value, str) or not 0 < len(value) <= NAME_MAX or \
-                not all(" " <= ch <= "~" for ch in value):
+        if not 0 < len(value) <= NAME_MAX or not all(" " <= ch <= "~" for ch in value):
             raise ValueError("ble_name must be 1..%d printable ASCII characters" % NAME_MAX)
         return value
     raise ValueError("unknown config key %r" % key)
+
+
+def check_many(values):
+    """Validate a {key: value} dict as one change; return it normalised.
+
+    Raises:
+        ValueError: not a dict, or any key or value bad (nothing is taken then).
+    """
+    if not isinstance(values, dict):
+        raise ValueError("settings must be an object of key: value")
+    out = {}
+    for k in values:
+        try:
+            out[k] = check(k, values[k])
+        except ValueError as e:
+            why = str(e)
+            raise ValueError(why if why.startswith(str(k)) else "%s: %s" % (k, why))
+    return out
 
 
 def load(root):
@@ -122,6 +154,21 @@ def save(root, cfg):
     for k in DEFAULTS:
         out[k] = check(k, cfg.get(k, DEFAULTS[k]))
     _write_atomic(root + "/config.json", json.dumps(out).encode())
+
+
+def request_repl(root):
+    """Make the next boot leave the board at the REPL (see take_repl_request)."""
+    _write_atomic(root + "/repl", b"1")
+
+
+def take_repl_request(root):
+    """Whether this boot was asked to stay at the REPL; the request is used up."""
+    path = root + "/repl"
+    _settle_tmp(path)
+    if not _exists(path):
+        return False
+    os.remove(path)
+    return True
 
 
 def load_identity(root, publickey, urandom=None):

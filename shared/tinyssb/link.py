@@ -17,6 +17,8 @@ FESC TFESC (0xDB 0xDD). VER is LINK_VERSION. Message types and their bodies:
   EVENT    0x08  one JSONL event-log line (UTF-8, shared schema)
   TIME     0x09  rid | epoch milliseconds uint64 BE (host -> device time sync)
   ERROR    0x0A  rid | reason (UTF-8)
+  CMD      0x0B  rid | JSON [op, arg, ...]: a board command by name (info, reboot, ...),
+                 answered by REPLY or ERROR
 
 rid is a one-byte request id the reply repeats (0 = unsolicited). The decoder never raises:
 garbage, bad CRCs, unknown versions/types and overlong frames are dropped and counted in
@@ -46,9 +48,11 @@ REPLY = 0x07
 EVENT = 0x08
 TIME = 0x09
 ERROR = 0x0A
+CMD = 0x0B
 
 NAMES = {HELLO: "hello", RX: "rx", TX: "tx", STATUS: "status", CFG_GET: "cfg_get",
-         CFG_SET: "cfg_set", REPLY: "reply", EVENT: "event", TIME: "time", ERROR: "error"}
+         CFG_SET: "cfg_set", REPLY: "reply", EVENT: "event", TIME: "time", ERROR: "error",
+         CMD: "cmd"}
 
 # Largest body: an event line or a status reply. Event lines of the shared schema are a
 # few hundred bytes; 1024 leaves room and keeps the board's receive buffer small.
@@ -173,6 +177,11 @@ def error(rid, reason):
     return encode(ERROR, _rid(rid) + reason.encode()[:MAX_BODY - 1])
 
 
+def command(rid, op, *args):
+    """CMD frame: run the board command `op` with JSON-able `args`."""
+    return encode(CMD, _rid(rid) + _json([op] + list(args)))
+
+
 # -- decoding ------------------------------------------------------------------------------
 
 def _s16(b):
@@ -202,6 +211,7 @@ def parse(raw):
         ("hello", dict) ("rx", pkt, rssi, snr_q) ("tx", pkt) ("status", rid, dict|None)
         ("cfg_get", rid, key) ("cfg_set", rid, key, value) ("reply", rid, value)
         ("event", line) ("time", rid, epoch_ms) ("error", rid, reason)
+        ("cmd", rid, op, [args])
     Raises:
         LinkError: too_short, too_long, bad_crc, bad_version, bad_type and per-type reasons.
     """
@@ -255,6 +265,11 @@ def parse(raw):
         if len(rest) != 8:
             raise LinkError("bad_time")
         return ("time", rid, int.from_bytes(rest, "big"))
+    if t == CMD:
+        c = _load_json(rest)
+        if not isinstance(c, list) or not c or not isinstance(c[0], str):
+            raise LinkError("bad_cmd")
+        return ("cmd", rid, c[0], c[1:])
     return ("error", rid, _text(rest))
 
 

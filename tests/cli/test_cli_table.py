@@ -21,7 +21,9 @@ from tssb.context import Context, ssb_id
 DOCUMENTED = {0, 1, 2, 3, 130}
 # Commands that need no data directory: they succeed on a missing one and create none.
 HOMELESS = {("completion",), ("sim",), ("flash",), ("deploy",), ("cert", "verify"),
-            ("cert", "compare"), ("listen",), ("config", "get"), ("config", "set")}
+            ("cert", "compare"), ("listen",), ("config", "get"), ("config", "set"),
+            ("config", "export"), ("config", "import"), ("info",), ("reboot",),
+            ("regions",), ("vboard",)}
 # Commands that read the home's files but not its store: a damaged store does not stop them.
 FILES_ONLY = {("logs",)}
 # Commands whose good case writes to the store.
@@ -114,6 +116,10 @@ GOOD = {
     ("config", "get"): ["config get --port {port}", "config get plan --port {port} --json"],
     ("config", "set"): ["config set name garden2 --port {port}",
                         "config set power 10 --port {port} --json"],
+    ("config", "export"): ["config export {tmp}/board.json --port {port} --force",
+                           "config export - --port {port} --json"],
+    ("config", "import"): ["config import {tmp}/board.json --port {port}",
+                           "config import {tmp}/board.json --port {port} --json"],
     ("counter", "init"): ["counter init --delay-ms 40 --links 2"],
     ("counter", "join"): ["counter join {counter}"],
     ("counter", "show"): ["counter show {counter}", "counter show {counter} --json"],
@@ -125,6 +131,7 @@ GOOD = {
     ("feeds",): ["feeds", "feeds --json"],
     ("flash",): ["flash --board heltec-v3 --image {image} --dry-run"],
     ("id",): ["id", "id --json"],
+    ("info",): ["info --port {port}", "info --port {port} --json"],
     ("listen",): ["listen --port {port} --duration 0.5"],
     ("logs",): ["logs -n 5", "logs --event append -n 0"],
     ("peer", "add"): ["peer add {self_ssb} --name me --addr 127.0.0.1:9"],
@@ -132,6 +139,8 @@ GOOD = {
     ("peer", "remove"): ["peer remove {self_ssb}"],
     ("post",): ["post hello", "post --file {post_file} --json"],
     ("read",): ["read self", "read {other} --json", "read Alice"],
+    ("reboot",): ["reboot --port {port}", "reboot --repl --port {port} --json"],
+    ("regions",): ["regions", "regions EU868.a --json"],
     ("serve",): ["serve --port 0 --duration 0.3"],
     ("sim",): ["sim {scenario} --quiet --json"],
     ("status",): ["status --json", "status --board --port {port} --json"],
@@ -139,6 +148,7 @@ GOOD = {
     ("store", "check"): ["store check", "store check --json"],
     ("store", "restore"): ["store restore {tmp}/backup.db --home {tmp}/restored"],
     ("sync",): ["sync --peer {peer} --json"],
+    ("vboard",): ["vboard --board heltec-v3 --plan EU868.a --duration 0.5"],
     ("web",): ["web --port 0 --duration 0.5", "web --serial {port} --port 0 --duration 1"],
 }
 
@@ -283,6 +293,15 @@ def test_bad_files_ports_ids_and_scenarios(world, tmp_path):
         (["config", "set", "power", "99"], 2, "-9..22"),
         (["config", "set", "plan", "Mars"], 2, "unknown region plan"),
         (["config", "set", "nosuchkey", "1"], 2, "invalid choice"),
+        (["config", "import", str(tmp_path / "nofile")], 1, "cannot read"),
+        (["config", "import", world["post_file"]], 2, "not a board config export"),
+        (["config", "export", world["post_file"], "--port", world["port"]], 1, "exists"),
+        (["info", "--port", "/dev/ttyUSB9"], 1, "cannot open serial port"),
+        (["info"], 1, "no `tssb bridge` runs in"),
+        (["reboot", "--repl", "--wait", "--port", world["port"]], 2, "--wait"),
+        (["regions", "Mars"], 2, "unknown region plan"),
+        (["vboard", "--board", "nosuch"], 2, "unknown board"),
+        (["vboard", "--board", "heltec-v3", "--power", "99"], 2, "-9..22"),
         (["deploy", "--board", "heltec-v3", "--dry-run"], 2, "--plan"),
         (["peer", "add", "nokey"], 2, "not a public key"),
         (["read", "nobody"], 1, "match"),

@@ -23,6 +23,9 @@ def _all_messages(r):
         (link.event('{"v":1}'), ("event", '{"v":1}')),
         (link.time_sync(3, 1735689600000), ("time", 3, 1735689600000)),
         (link.error(0, "unknown command"), ("error", 0, "unknown command")),
+        (link.command(4, "info"), ("cmd", 4, "info", [])),
+        (link.command(5, "config_set_many", {"sf": 9}), ("cmd", 5, "config_set_many",
+                                                         [{"sf": 9}])),
     ]
 
 
@@ -86,6 +89,9 @@ def test_version_and_type_checked():
     assert d.counters.get("bad_json") == 1
     assert d.feed(raw_frame(1, link.STATUS, b"")) == []
     assert d.counters.get("missing_rid") == 1
+    for body in (b"\x01{}", b"\x01[]", b"\x01[5]", b"\x01\"info\""):
+        assert d.feed(raw_frame(1, link.CMD, body)) == []
+    assert d.counters.get("bad_cmd") == 4
 
 
 def test_overlong_frame_bounded_and_resync():

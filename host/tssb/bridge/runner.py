@@ -7,6 +7,7 @@ import time
 from tinyssb import link
 
 from tssb.bridge import udp, websocket
+from tssb.bridge.control import ControlServer
 from tssb.bridge.hostnode import HostNode
 from tssb.bridge.serial_link import BAUD, BoardPort, SerialLink, open_no_reset
 
@@ -104,10 +105,14 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
         ble_factory = ble_factory or bleport.client_class()   # OSError without bleak
     h = HostNode(ctx.store, ctx.identity, ctx.events)
     tasks = [asyncio.ensure_future(h.run())]
-    sl = port = server = None
+    sl = port = server = control = None
     sink = EventSink(ctx.events, ctx.events.clock)
     if resolve is not None:
         port, sl = attach_board(h, ctx, resolve, sink, baud, _dedup(say))
+        # other tssb commands (info, config, reboot...) reach the board through us
+        control = ControlServer(port, sl)
+        if await control.start(ctx.home):
+            say("board requests from other tssb commands on %s" % control.path)
     if ws_listen is not None:
         server = await websocket.serve(h, ws_listen[0], ws_listen[1])
         say("websocket server on ws://%s:%d" % ws_listen)
@@ -133,6 +138,8 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
     finally:
         for t in tasks:
             t.cancel()
+        if control is not None:
+            await control.close()
         if sl is not None:
             sl.stop()
         if server is not None:

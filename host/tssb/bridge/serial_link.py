@@ -22,7 +22,9 @@ def open_no_reset(port, baud=BAUD):
 
     ESP32 dev boards wire DTR/RTS to IO0/EN (auto-reset for flashing); pyserial asserts
     both on open by default, which resets the board. Setting them deasserted on the
-    unopened port makes pyserial apply that state right at open.
+    unopened port makes pyserial apply that state right at open. The port is locked
+    (pyserial's `exclusive`, as mpremote opens it): a second program fails to open it
+    instead of reading half of the board's bytes.
 
     Raises:
         serial.SerialException: the port cannot be opened.
@@ -34,6 +36,7 @@ def open_no_reset(port, baud=BAUD):
     s.write_timeout = WRITE_TIMEOUT_S
     s.dtr = False
     s.rts = False
+    s.exclusive = True
     s.open()
     return s
 

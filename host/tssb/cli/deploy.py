@@ -4,7 +4,7 @@ import os
 import sys
 import tempfile
 
-from tssb.cli import CliError
+from tssb.cli import CliError, _board
 from tssb.flash import bundle, mpremote_run, ports
 
 
@@ -23,7 +23,9 @@ def register(subparsers):
                     "no default: a board transmits only in the band you choose. The node's "
                     "identity "
                     "on the board is kept. The board must run MicroPython 1.23 or newer "
-                    "(`tssb flash`).")
+                    "(`tssb flash`). A board running the tinySSB firmware is first "
+                    "restarted into its REPL (`tssb reboot --repl`), since the firmware "
+                    "ignores mpremote's Ctrl-C.")
     p.add_argument("--board", required=True, metavar="BOARD",
                    help="board, optionally with its radio (e.g. tbeam:sx1262); one of: "
                         + ports.board_names())
@@ -106,6 +108,9 @@ def run(args, runner=None, list_fn=None):
         print("mpremote " + " ".join(a if "\n" not in a else "'<prepare script>'" for a in cmd))
         if args.dry_run:
             return 0
+        if _board.hand_console_to_repl(port):
+            print("the tinySSB firmware was running on %s: restarted the board into the "
+                  "MicroPython REPL for mpremote" % port)
         mpremote_run.run(cmd, port, runner)
         print("deployed tinySSB onto the %s on %s (plan %s)" % (board["title"], port,
                                                              cfg["plan"]))

@@ -10,7 +10,8 @@ def register(subparsers):
         "status", help="show the host store and, with --board, the attached board",
         description="Show the host identity, the feeds and entries in the store, and with "
                     "--board the status the board reports over USB (queue, radio and node "
-                    "counters). Do not run it while `tssb bridge` holds the port.")
+                    "counters), through the running `tssb bridge` of this home when it holds "
+                    "the board.")
     p.add_argument("--board", action="store_true", help="also query the board over USB")
     p.add_argument("--port", metavar="P", help="serial port (default: auto-detect)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -33,7 +34,7 @@ def run(args):
     finally:
         ctx.close()
     if args.board:
-        out["board"] = board.status(board.choose_port(args.port))
+        out["board"] = board.ask(args, ["status"])
     if args.json:
         print(json.dumps(out))
         return 0

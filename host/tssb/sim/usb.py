@@ -35,13 +35,21 @@ class Pty:
     """The device end of a pseudo-terminal: non-blocking reads, whole writes.
 
     The slave end stays open here too, so the pty survives the host closing and
-    reopening its side (as a board survives the host's serial port being reopened).
+    reopening its side (as a board survives the host's serial port being reopened). It is
+    raw from the start (no echo, no line editing, no signal characters), as a USB serial
+    port is: a host tool that does not set the mode itself gets the bytes as sent.
+
+    Args:
+        write_timeout_s: how long write() waits for a host that does not read.
     """
 
-    def __init__(self):
+    def __init__(self, write_timeout_s=WRITE_TIMEOUT_S):
+        import tty
         self.master, self.slave = os.openpty()
+        tty.setraw(self.slave)
         os.set_blocking(self.master, False)
         self.name = os.ttyname(self.slave)
+        self.write_timeout_s = write_timeout_s
 
     def read(self, n):
         """Up to n bytes waiting from the host, or None."""
@@ -54,10 +62,10 @@ class Pty:
         """Write all of data.
 
         Raises:
-            OSError: the host has not read for WRITE_TIMEOUT_S (SerialBridge counts it).
+            OSError: the host has not read for write_timeout_s (SerialBridge counts it).
         """
         view = memoryview(data)
-        end = time.monotonic() + WRITE_TIMEOUT_S
+        end = time.monotonic() + self.write_timeout_s
         while view:
             try:
                 view = view[os.write(self.master, view):]
