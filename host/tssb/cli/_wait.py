@@ -49,8 +49,7 @@ def _who(detail, names):
 def run(ctx, seq, seconds, recipients=(), as_json=False, since_ms=None, out=None):
     """Watch our post `seq` for `seconds`; print stages as they come. Returns exit status."""
     out = out or sys.stdout
-    names = posts.names(ctx.store, list(recipients) + [ctx.identity.public]) \
-        if recipients else {}
+    names = posts.display_names(ctx.store) if recipients and not as_json else {}
     inbox = Inbox(ctx.store, ctx.identity) if recipients else None
     w = delivery.Watch(ctx.store, inbox, ctx.identity.public, seq, since_ms, recipients)
     start = time.monotonic()
