@@ -317,7 +317,17 @@ def test_chats_dm_and_ticks(tmp_path):
         ours = posts_[0]
         assert ours["stages"]["fetched"] == "air" and ours["stages"]["stored"] is True
         assert ours["stages"]["delivered"] == [fo.hex()[:8]] and "read" not in ours["stages"]
-        # showing the reply was reading it: an ACK boxed to [us, other] is on our feed
+        # loading it sends nothing; the page then says it showed it: an ACK boxed to
+        # [us, other], once, and never from another site
+        assert dst.front(me)[0] == 1
+        for headers in ({}, {"Origin": "http://evil.example", server.CSRF_HEADER: h[
+                server.CSRF_HEADER]}):
+            async with s.post(base + "/api/read", json={"key": key}, headers=headers) as r:
+                assert r.status == 403
+        for n in (1, 0):
+            async with s.post(base + "/api/read", json={"key": key, "limit": 5},
+                              headers=h) as r:
+                assert r.status == 200 and (await r.json())["receipts"] == n
         ack = posts.read(dst, me, dst.front(me)[0], view.inbox.keys)
         assert (ack.tag, ack.private) == ("ACK", "open")
         async with s.get(base + "/api/chat?key=" + "ab" * 32) as r:

@@ -9,6 +9,7 @@ Routes:
   GET  /api/chats         the public chat and the private chats addressed to us
   GET  /api/chat          ?key=KEY[&limit=N]: a chat's newest posts, oldest first
   POST /api/dm            {"text": "...", "to": [feed id hex, ...]}: a private post
+  POST /api/read          {"key": KEY, "limit": N}: the page showed that chat: read receipts
                           (POSTs are CSRF-protected)
   GET  /ws                live updates (pkt, feeds, status, sync, gap), server -> browser
 
@@ -232,6 +233,28 @@ def make_app(view, guard):
             return _error(500, "cannot send: %s" % e)
         return web.json_response({"fid": view.own_fid(), "seq": seq, "chat": key})
 
+    async def read(request):
+        if not guard.csrf_ok(request):
+            return _error(403, "cross-site request refused")
+        try:
+            data = json.loads(await request.read())
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, "request too large")
+        except (ValueError, UnicodeError):
+            return _error(400, "not JSON")
+        key = data.get("key") if isinstance(data, dict) else None
+        limit = data.get("limit", feedsmod.PAGE_DEFAULT) if isinstance(data, dict) else None
+        if not isinstance(key, str) or not _is_chat_key(key) or \
+                not isinstance(limit, int) or not 1 <= limit <= feedsmod.PAGE_MAX:
+            return _error(400, "key: a private chat's key; limit 1..%d" % feedsmod.PAGE_MAX)
+        try:
+            n = view.read(key, limit)
+        except KeyError:
+            return _error(404, "no such chat")
+        except (ValueError, OSError) as e:
+            return _error(500, "cannot send receipts: %s" % e)
+        return web.json_response({"key": key, "receipts": n})
+
     async def chats(request):
         return web.json_response(view.chats())
 
@@ -281,6 +304,7 @@ def make_app(view, guard):
     app.router.add_get("/api/posts", posts)
     app.router.add_post("/api/post", post)
     app.router.add_post("/api/dm", dm)
+    app.router.add_post("/api/read", read)
     app.router.add_get("/api/chats", chats)
     app.router.add_get("/api/chat", chat)
     app.router.add_get("/ws", ws)

@@ -207,20 +207,23 @@ class WebView:
                         "members": key.split(","), "posts": n, "last_ts": ts})
         return {"chats": out, "sealed": self.inbox.counts().get(posts.SEALED, 0)}
 
-    def chat(self, key, limit):
-        """A chat's newest posts, oldest first, decorated; the private ones of others are
-        now read (ACK). Raises: KeyError for an unknown chat."""
+    def _chat_posts(self, key, limit):
         self.inbox.refresh()
-        keys = self.inbox.keys
         if key == inboxmod.PUBLIC:
-            ps = views.public(self.ctx.store, limit)
-        else:
-            if not self.inbox.chat_entries(key):
-                raise KeyError(key)
-            ps = views.private(self.ctx.store, self.inbox, key, keys, limit)
-            self.inbox.mark_read(ps, self.post)
+            return views.public(self.ctx.store, limit)
+        if not self.inbox.chat_entries(key):
+            raise KeyError(key)
+        return views.private(self.ctx.store, self.inbox, key, self.inbox.keys, limit)
+
+    def chat(self, key, limit):
+        """A chat's newest posts, oldest first, decorated. Raises: KeyError (no chat)."""
         names = self.names()
-        return [self.decorate(p, names) for p in ps]
+        return [self.decorate(p, names) for p in self._chat_posts(key, limit)]
+
+    def read(self, key, limit):
+        """The user was shown a chat's newest `limit` posts: read receipts (ACK) for the
+        private ones of others. Returns: how many were sent. Raises: KeyError."""
+        return len(self.inbox.mark_read(self._chat_posts(key, limit), self.post))
 
     def dm(self, text, to):
         """Send a private TAV to feed ids `to`; returns (seq, chat key).

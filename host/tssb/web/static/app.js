@@ -11,6 +11,7 @@
     ["fetched", "fetched by a neighbour"], ["delivered", "\u2714 delivered to"], ["read", "\u2714\u2714 read by"]];
   const S = {
     csrf: null, me: null, mode: null, feeds: new Map(), selected: null, chat: null, chats: [],
+    readSeen: new Set(),
     shownFront: 0, oldest: null, loading: false, skew: 0, status: null,
     syncs: [], gaps: 0, paused: false, tries: 0,
   };
@@ -255,6 +256,16 @@
       const got = await getJSON("/api/chat?key=" + encodeURIComponent(key) + "&limit=" + PAGE);
       if (key !== S.chat) return;
       $("chat-posts").replaceChildren(...got.posts.map((p) => postItem(p, false, false)));
+      const others = got.posts.filter((p) => p.private === "open" && (!S.me || p.fid !== S.me.fid));
+      if (key !== "public" && others.some((p) => !S.readSeen.has(p.fid + "/" + p.seq))) {
+        // shown: read receipts for them (the server sends each once)
+        for (const p of others) S.readSeen.add(p.fid + "/" + p.seq);
+        await fetch("/api/read", {
+          method: "POST", credentials: "same-origin",
+          headers: { "Content-Type": "application/json", "X-CSRF-Token": S.csrf || "" },
+          body: JSON.stringify({ key: key, limit: PAGE }),
+        });
+      }
     } catch (e) {
       $("chat-title").textContent = "Chat: " + e.message;
     }
@@ -488,4 +499,6 @@
   connect();
   loadChats();
   setInterval(renderStatus, 5000);   // keep "seconds ago" moving when nothing changes
+  // the open chat's ticks move without new entries here (the board, a neighbour's WANT)
+  setInterval(() => { if (location.hash === "#chats") loadChat(); }, 5000);
 })();
