@@ -27,6 +27,7 @@ import json
 import time
 
 from tssb.chat import appmsg
+from tssb.chat.inbox import SCAN_PER_ROUND
 
 STORED = "stored"
 BOARD = "board"
@@ -195,7 +196,7 @@ class Watch:
     def poll(self):
         """Returns: the newly observed stages, [(stage, who or source, ms)], in order."""
         if self.inbox is not None and self.recipients:
-            self.inbox.refresh()
+            self.inbox.refresh(SCAN_PER_ROUND)
         now = self.clock()
         got = stages(self.store, self.inbox, self.own, self.seq, self.since_ms,
                      self.recipients)

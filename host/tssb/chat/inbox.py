@@ -68,8 +68,7 @@ class Inbox:
                 self.db.execute("DELETE FROM chat_boxes")
                 self.db.execute("DELETE FROM chat_cursor")
                 store.set_config(OWNER_CONFIG, None)
-            owner = None
-        self.first = owner is None     # the home's history: no DLV for what it holds
+        self.first = False
 
     def _q(self, sql, args=()):
         return self.db.execute(sql, args).fetchall()
@@ -79,11 +78,16 @@ class Inbox:
 
     # -- finding boxes -----------------------------------------------------------------
 
-    def refresh(self, budget=SCAN_PER_ROUND):
-        """Read the entries appended since the last call. Returns: the Posts newly
-        opened (private TAVs and receipts addressed to us)."""
+    def refresh(self, budget=None):
+        """Read the entries appended since the last call (at most `budget` of them: long-
+        running loops pass SCAN_PER_ROUND). Returns: the Posts newly opened (private TAVs
+        and receipts addressed to us)."""
+        budget = float("inf") if budget is None else budget
         new = []
         st = self.store
+        # until some process completed the home's first scan, what is found is history:
+        # no DLV for it (read from the store: another process may have completed it)
+        self.first = st.get_config(OWNER_CONFIG) is None
         cursors = dict(self._q("SELECT fid, seq FROM chat_cursor"))
         for fid in st.feeds():
             fid = bytes(fid)
@@ -133,12 +137,6 @@ class Inbox:
             chat = chat_key(p.members + [self.me])
         ts = p.ts if isinstance(p.ts, int) and 0 <= p.ts < 1 << 62 else None
         return (p.fid, p.seq, p.private, p.tag, chat, p.ref, ts, 0 if self.first else 1)
-
-    def remember(self, p):
-        """Index a private post we just wrote ourselves (its Post, decoded with our keys)."""
-        with self.store.transaction():
-            self.db.execute("INSERT OR REPLACE INTO chat_boxes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                            self._row(p))
 
     # -- what the index holds ------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import sqlite3
 
 from tssb import ownfeed
 from tssb.chat.delivery import Recorder
-from tssb.chat.inbox import Inbox
+from tssb.chat.inbox import SCAN_PER_ROUND, Inbox
 from tssb.store import BLOCK
 
 log = logging.getLogger("tssb.chat")
@@ -52,7 +52,7 @@ class Service:
             for fid in self.banned - now:
                 self.h.node.unban(fid)
             self.banned = now
-        self.inbox.refresh()
+        self.inbox.refresh(SCAN_PER_ROUND)
         return self.inbox.settle(self.write)
 
     async def run(self, period=ROUND_S):

@@ -197,7 +197,7 @@ class WebView:
 
     def chats(self):
         """The public chat and the private ones, newest first, with the sealed count."""
-        self.inbox.refresh()
+        self.inbox.refresh(inboxmod.SCAN_PER_ROUND)
         names = self.names()
         me = self.ctx.identity.public
         out = [{"key": inboxmod.PUBLIC, "title": "public", "members": [], "posts": None,
@@ -208,7 +208,7 @@ class WebView:
         return {"chats": out, "sealed": self.inbox.counts().get(posts.SEALED, 0)}
 
     def _chat_posts(self, key, limit):
-        self.inbox.refresh()
+        self.inbox.refresh(inboxmod.SCAN_PER_ROUND)
         if key == inboxmod.PUBLIC:
             return views.public(self.ctx.store, limit)
         if not self.inbox.chat_entries(key):

@@ -183,10 +183,24 @@
   }
 
   function bytesOf(text) { return new TextEncoder().encode(text).length; }
-  $("post-text").addEventListener("input", () => {
-    const n = bytesOf($("post-text").value);
-    $("post-count").textContent = n ? n + " / " + MAX_POST_BYTES + " bytes" : "";
-  });
+  function countBytes(input, counter) {
+    $(input).addEventListener("input", () => {
+      const n = bytesOf($(input).value);
+      $(counter).textContent = n ? n + " / " + MAX_POST_BYTES + " bytes" : "";
+    });
+  }
+  // a state-changing request: same origin, the CSRF token, JSON both ways
+  async function postJSON(url, obj) {
+    const r = await fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": S.csrf || "" },
+      body: JSON.stringify(obj),
+    });
+    const body = await r.json();
+    if (!r.ok) throw new Error(body.error || r.statusText);
+    return body;
+  }
+  countBytes("post-text", "post-count");
   $("post-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const text = $("post-text").value;
@@ -195,13 +209,7 @@
     if (!text.trim()) { msg.className = "error"; msg.textContent = "nothing to post"; return; }
     $("post-send").disabled = true;
     try {
-      const r = await fetch("/api/post", {
-        method: "POST", credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRF-Token": S.csrf || "" },
-        body: JSON.stringify({ text: text }),
-      });
-      const body = await r.json();
-      if (!r.ok) throw new Error(body.error || r.statusText);
+      const body = await postJSON("/api/post", { text: text });
       $("post-text").value = "";
       $("post-count").textContent = "";
       msg.textContent = "posted #" + body.seq;
@@ -260,11 +268,7 @@
       if (key !== "public" && others.some((p) => !S.readSeen.has(p.fid + "/" + p.seq))) {
         // shown: read receipts for them (the server sends each once)
         for (const p of others) S.readSeen.add(p.fid + "/" + p.seq);
-        await fetch("/api/read", {
-          method: "POST", credentials: "same-origin",
-          headers: { "Content-Type": "application/json", "X-CSRF-Token": S.csrf || "" },
-          body: JSON.stringify({ key: key, limit: PAGE }),
-        });
+        await postJSON("/api/read", { key: key, limit: PAGE });
       }
     } catch (e) {
       $("chat-title").textContent = "Chat: " + e.message;
@@ -301,10 +305,7 @@
       msg.textContent = e.message;
     }
   });
-  $("chat-text").addEventListener("input", () => {
-    const n = bytesOf($("chat-text").value);
-    $("chat-count").textContent = n ? n + " / " + MAX_POST_BYTES + " bytes" : "";
-  });
+  countBytes("chat-text", "chat-count");
   $("chat-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const text = $("chat-text").value;
@@ -317,13 +318,7 @@
     if (key !== "public" && !body.to.length) body.to = [S.me.fid];   // notes to yourself
     $("chat-send").disabled = true;
     try {
-      const r = await fetch(key === "public" ? "/api/post" : "/api/dm", {
-        method: "POST", credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRF-Token": S.csrf || "" },
-        body: JSON.stringify(body),
-      });
-      const got = await r.json();
-      if (!r.ok) throw new Error(got.error || r.statusText);
+      const got = await postJSON(key === "public" ? "/api/post" : "/api/dm", body);
       $("chat-text").value = "";
       $("chat-count").textContent = "";
       msg.textContent = "sent #" + got.seq;
