@@ -183,3 +183,23 @@ def test_the_history_of_a_home_gets_no_delivered_receipts(homes):
     _copy(a.store, b.store, a.identity.public)
     ib.refresh()
     assert len(ib.due()) == 1
+
+
+def test_a_box_still_arriving_holds_up_nothing_after_it(homes):
+    a, b = homes("a"), homes("b")
+    fa = a.identity.public
+    ib = _ready(b)
+    s1, _ = _dm(a, [b.identity.public], "the first, long: " + "x" * 300)
+    s2, _ = _dm(a, [b.identity.public], "the second")
+    b.store.add_feed(fa)
+    for s in (s1, s2):        # both entries, but the first one's chain only in part
+        b.store.append(fa, s, a.store.entry(fa, s), a.store.mid(fa, s))
+    b.store.put_chunk(fa, s1, 0, a.store.chunk(fa, s1, 0))
+    for c in range(a.store.chunk_count(fa, s2)):
+        b.store.put_chunk(fa, s2, c, a.store.chunk(fa, s2, c))
+    assert [p.text for p in ib.refresh()] == ["the second"]
+    assert ib.counts()["partial"] == 1
+    for c in range(1, a.store.chunk_count(fa, s1)):
+        b.store.put_chunk(fa, s1, c, a.store.chunk(fa, s1, c))
+    assert [p.text[:9] for p in ib.refresh()] == ["the first"]
+    assert "partial" not in ib.counts() and len(ib.due()) == 2

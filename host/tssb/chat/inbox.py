@@ -4,7 +4,9 @@
 every box is tried with our key and remembered in `chat_boxes` with what it held (a TAV
 and its chat, a receipt and the message it names, or nothing: not for us, or damaged),
 never its text, which is opened again when shown. An entry whose side chain is still
-incomplete stops its feed's cursor until it is whole.
+incomplete and whose first byte says "BIPF bytes" (a box, perhaps) is remembered as
+PARTIAL and looked at again on each refresh until it is whole; the cursor moves on, so
+one chain that never completes holds up nothing after it.
 
 A chat is the app's: the set of its members (the refs of a private TAV and its author),
 written as their sorted feed ids in hex joined by commas. The public chat ("ALL" in the
@@ -29,6 +31,7 @@ RECEIPTS_PER_ROUND = 16   # receipts written per settle(): each is an entry and 
 SCAN_PER_ROUND = 2000     # entries read per refresh() at most (a first scan of a big home
                           # is spread over calls: each call stays short)
 PUBLIC = "public"
+PARTIAL = "partial"       # chat_boxes.state of a box whose side chain is still arriving
 
 
 def chat_key(members):
@@ -88,6 +91,7 @@ class Inbox:
         # until some process completed the home's first scan, what is found is history:
         # no DLV for it (read from the store: another process may have completed it)
         self.first = st.get_config(OWNER_CONFIG) is None
+        self._whole(new)
         cursors = dict(self._q("SELECT fid, seq FROM chat_cursor"))
         for fid in st.feeds():
             fid = bytes(fid)
@@ -100,16 +104,11 @@ class Inbox:
             seq = cur
             rows = []
             while seq < top and budget > 0:
-                got = posts.entry_content(st, fid, seq + 1)
-                if got is None or not got[1]:
-                    break       # an incomplete side chain: looked at again once whole
                 budget -= 1
                 seq += 1
-                p = self._look(fid, seq, got[0])
-                if p is not None:
-                    rows.append(self._row(p))
-                    if p.private == posts.OPEN and p.kind in (posts.TEXT, posts.RECEIPT):
-                        new.append(p)
+                row = self._look(fid, seq, new)
+                if row is not None:
+                    rows.append(row)
             with st.transaction():
                 self.db.executemany("INSERT OR REPLACE INTO chat_boxes VALUES "
                                     "(?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -121,15 +120,43 @@ class Inbox:
             self.first = False
         return new
 
-    def _look(self, fid, seq, content):
-        """The Post of a boxed entry (opened where it is ours), or None for a public one."""
+    def _look(self, fid, seq, new):
+        """The index row of entry seq (a box, or one still arriving), or None for a public
+        entry. Posts opened for us are appended to `new`."""
+        got = posts.entry_content(self.store, fid, seq)
+        if got is None:
+            return None
+        content, complete, _ = got
         if not content or content[0] & 7 != 1:     # not a BIPF bytes object: public
             return None
+        if not complete:
+            return (fid, seq, PARTIAL, None, None, None, None, 0 if self.first else 1)
         p = posts.decode(fid, seq, content, keys=self.keys)
         if p.private is None:
             return None
         p.mid = self.store.mid(fid, seq)
-        return p
+        if p.private == posts.OPEN and p.kind in (posts.TEXT, posts.RECEIPT):
+            new.append(p)
+        return self._row(p)
+
+    def _whole(self, new):
+        """Look again at the boxes whose side chain was incomplete."""
+        for fid, seq, due in self._q("SELECT fid, seq, due FROM chat_boxes WHERE state=?",
+                                     (PARTIAL,)):
+            fid = bytes(fid)
+            first, self.first = self.first, not due
+            try:
+                row = self._look(fid, seq, new)
+            finally:
+                self.first = first
+            if row is not None and row[2] == PARTIAL:
+                continue
+            with self.store.transaction():
+                if row is None:
+                    self.db.execute("DELETE FROM chat_boxes WHERE fid=? AND seq=?", (fid, seq))
+                else:
+                    self.db.execute("INSERT OR REPLACE INTO chat_boxes VALUES "
+                                    "(?, ?, ?, ?, ?, ?, ?, ?)", row)
 
     def _row(self, p):
         chat = None
