@@ -5,7 +5,6 @@ board's radio). Every stage the wait reports is observed here, in the order it h
 stored, on the board, asked for and fetched by the neighbour, its DLV and its ACK."""
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -15,7 +14,6 @@ from tinyssb import crypto
 from tinyssb.store import MemStore
 from tssb.bridge import runner
 from tssb.bridge.hostnode import HostNode
-from tssb.chat import inbox as inboxmod
 from tssb.chat.service import Service
 from tssb.context import Context
 from tssb.sim.usb import UsbBoard
@@ -64,7 +62,8 @@ def _tssb(home, *argv):
 
 def _run_mesh(tmp_path, argv, recipient_reads=True):
     """Run `tssb ARGV --wait` on home A, then bring up the board, A's bridge and the
-    neighbour B. Returns (exit status, stage objects, A, B contexts' paths)."""
+    neighbour B. Returns (its exit status, the JSON objects it printed after the first,
+    B's key)."""
     a_home, b_home = str(tmp_path / "a"), str(tmp_path / "b")
     a, b = Context.open(a_home), Context.open(b_home)
     b_key = b.identity.public

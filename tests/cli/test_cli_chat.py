@@ -11,7 +11,6 @@ from conftest import Server, tssb
 from tinyssb import bipf, crypto, entry
 from tssb import posts
 from tssb.bridge.hostnode import HostNode
-from tssb.chat import appmsg
 from tssb.context import Context
 
 

@@ -66,7 +66,7 @@ def ticks(inbox, p, me):
     """Receipts on our own private post p: {"delivered": [fid], "read": [fid]}, or None
     for a post that is not ours or not private."""
     if p.fid != bytes(me) or p.private != posts.OPEN or p.kind != posts.TEXT or \
-            p.mid is None:
-        return None
+            p.mid is None or not [m for m in (p.members or ()) if m != bytes(me)]:
+        return None      # not ours, not private, or a note to ourselves
     got = inbox.receipts(p.mid, me)
     return {"delivered": got[appmsg.DLV], "read": got[appmsg.ACK]}

@@ -7,8 +7,8 @@ the delivered receipts (DLV) owed for posts that arrived: both switchable (`tssb
 receipts`).
 """
 import json
+import logging
 import sqlite3
-import sys
 import time
 
 from tssb import ownfeed, posts
@@ -17,6 +17,8 @@ from tssb.chat.inbox import Inbox
 from tssb.cli import EXIT_FAILURE, CliError, open_home, resolve_feed
 
 FOLLOW_POLL_S = 0.5   # how often --follow looks for new entries (a bridge writes them)
+
+log = logging.getLogger("tssb.cli")
 
 
 def register(subparsers):
@@ -88,8 +90,8 @@ class Reader:
             if "readonly" not in str(e).lower():
                 raise
             self.writable = False
-            print("tssb: read-only store: new private posts are not indexed and no "
-                  "receipts are sent", file=sys.stderr)
+            log.warning("read-only store: new private posts are not indexed and no "
+                        "receipts are sent")
 
     def catch_up(self):
         """Index what arrived; send the delivered receipts it is owed."""
