@@ -39,6 +39,11 @@ DB_MODE = 0o600     # only the owner may read the seed and the network key
 log = logging.getLogger("tssb.store")
 
 
+# How a feed is kept out (tssb.blocks): BLOCK drops it for good, MUTE only hides it.
+BLOCK = "block"
+MUTE = "mute"
+
+
 class StoreError(ValueError):
     """A call that would break the store's invariants (order, sizes, unknown feed)."""
 
@@ -113,6 +118,43 @@ MIGRATIONS.append((2, """
             seq INTEGER NOT NULL,
             have INTEGER NOT NULL,
             PRIMARY KEY (fid, seq)
+        ) WITHOUT ROWID;
+    """))
+
+
+# 3: chats with the Android app (tssb.chat): how far each feed's entries were looked at for
+# boxes, and what each box held for us; feeds blocked or muted (tssb.blocks); and what a
+# bridge saw become of our own posts (tssb.chat.delivery).
+MIGRATIONS.append((3, """
+        CREATE TABLE chat_cursor (
+            fid BLOB PRIMARY KEY,
+            seq INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE chat_boxes (
+            fid BLOB NOT NULL,
+            seq INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            tag TEXT,
+            chat TEXT,
+            ref BLOB,
+            ts INTEGER,
+            due INTEGER NOT NULL,
+            PRIMARY KEY (fid, seq)
+        ) WITHOUT ROWID;
+        CREATE INDEX chat_boxes_ref ON chat_boxes(ref);
+        CREATE INDEX chat_boxes_chat ON chat_boxes(chat);
+        CREATE TABLE blocked_feeds (
+            fid BLOB PRIMARY KEY,
+            how TEXT NOT NULL,
+            added_ts INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE delivery_seen (
+            fid BLOB NOT NULL,
+            src TEXT NOT NULL,
+            what TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            ts INTEGER NOT NULL,
+            PRIMARY KEY (fid, src, what)
         ) WITHOUT ROWID;
     """))
 
@@ -220,9 +262,12 @@ class Store:
         return [r[0] for r in self._q("SELECT fid FROM feeds")]
 
     def add_feed(self, fid):
+        """Idempotent; a blocked feed is never added back (whoever brings it)."""
         fid = _check_len("fid", fid, FID_LEN)
         with self.transaction():
-            self._db.execute("INSERT OR IGNORE INTO feeds VALUES (?, ?)", (fid, int(time.time())))
+            self._db.execute("INSERT OR IGNORE INTO feeds SELECT ?, ? WHERE NOT EXISTS "
+                             "(SELECT 1 FROM blocked_feeds WHERE fid=? AND how=?)",
+                             (fid, int(time.time()), fid, BLOCK))
 
     def has_feed(self, fid):
         return self._one("SELECT 1 FROM feeds WHERE fid=?", (bytes(fid),)) is not None
@@ -239,6 +284,8 @@ class Store:
         """
         fid = bytes(fid)
         if not self.has_feed(fid):
+            if self.is_blocked(fid):
+                return 0, fid[:MID_LEN]   # a blocked feed stays empty (see append)
             raise KeyError(fid)
         row = self._one("SELECT seq, mid FROM entries WHERE fid=? ORDER BY seq DESC LIMIT 1", (fid,))
         if row is None:
@@ -248,6 +295,9 @@ class Store:
     def append(self, fid, seq, pkt, mid):
         """Append entry `seq` (must be max_seq + 1) to a known feed.
 
+        An entry of a blocked feed is dropped without a word: every writer (LoRa, SETU,
+        trDAG, clock sync) goes on as if stored, and nothing of that feed lands here.
+
         Raises:
             KeyError: unknown feed.  StoreError: out of order or wrong sizes.
         """
@@ -255,6 +305,8 @@ class Store:
         pkt = _check_len("pkt", pkt, PKT_LEN)
         mid = _check_len("mid", mid, MID_LEN)
         with self.transaction():
+            if not self.has_feed(fid) and self.is_blocked(fid):
+                return
             top, _ = self.front(fid)
             if seq != top + 1:
                 raise StoreError("append out of order: seq %r after %d" % (seq, top))
@@ -278,6 +330,9 @@ class Store:
         fid = bytes(fid)
         chunk = _check_len("chunk", chunk, PKT_LEN)
         with self.transaction():
+            if cnr != self.chunk_count(fid, seq) or cnr == 0:
+                if not self.has_feed(fid) and self.is_blocked(fid):
+                    return    # as append: a blocked feed takes nothing
             if cnr != self.chunk_count(fid, seq):
                 raise StoreError("chunk out of order: %r" % (cnr,))
             self._db.execute("INSERT INTO chunks VALUES (?, ?, ?, ?)", (fid, seq, cnr, chunk))
@@ -344,6 +399,45 @@ class Store:
     def set_config(self, key, value):
         with self.transaction():
             self._db.execute("INSERT OR REPLACE INTO config VALUES (?, ?)", (key, value))
+
+    # -- blocked and muted feeds (tssb.blocks) ---------------------------------------
+
+    def set_blocked(self, fid, how):
+        """Block (BLOCK: its entries, chunks and index rows go, and no writer brings it
+        back) or mute (MUTE: kept and relayed, not shown) a feed; a later call replaces an
+        earlier one."""
+        fid = _check_len("fid", fid, FID_LEN)
+        if how not in (BLOCK, MUTE):
+            raise StoreError("how must be %r or %r" % (BLOCK, MUTE))
+        with self.transaction():
+            self._db.execute("INSERT OR REPLACE INTO blocked_feeds VALUES (?, ?, ?)",
+                             (fid, how, int(time.time())))
+            if how == BLOCK:
+                for table in ("chunks", "entries", "chat_cursor", "chat_boxes",
+                              "delivery_seen", "setu_rl_keys", "setu_rl_cursor",
+                              "setu_rl_chains", "feeds"):
+                    self._db.execute("DELETE FROM %s WHERE fid=?" % table, (fid,))
+                self._db.execute("DELETE FROM goset_keys WHERE key=?", (fid,))
+                # the rateless index summed those entries in: rebuilt at its next refresh
+                self._db.execute("DELETE FROM setu_rl_state")
+
+    def unblock(self, fid):
+        """Undo a block or mute. Returns: the kind undone, or None if neither was set."""
+        with self.transaction():
+            row = self._one("SELECT how FROM blocked_feeds WHERE fid=?", (bytes(fid),))
+            self._db.execute("DELETE FROM blocked_feeds WHERE fid=?", (bytes(fid),))
+        return None if row is None else row[0]
+
+    def blocked(self, how=None):
+        """Returns: [(fid, how, added_ts)] of blocked and muted feeds (or only `how`)."""
+        if how is None:
+            return self._q("SELECT fid, how, added_ts FROM blocked_feeds ORDER BY added_ts, fid")
+        return self._q("SELECT fid, how, added_ts FROM blocked_feeds WHERE how=? "
+                       "ORDER BY added_ts, fid", (how,))
+
+    def is_blocked(self, fid, how=BLOCK):
+        return self._one("SELECT 1 FROM blocked_feeds WHERE fid=? AND how=?",
+                         (bytes(fid), how)) is not None
 
     # -- GOSET keys ------------------------------------------------------------------
 

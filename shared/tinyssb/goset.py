@@ -146,6 +146,7 @@ class GOSet:
         self.peer = PeerSet(self) if mode == EXTENDED else None
         self.asks_out = []      # claims asking for help, to go out at once (extended)
         self.refused = 0        # keys refused for that
+        self.banned = set()     # keys never taken (a host's blocked feeds)
 
     # -- set operations --------------------------------------------------------------
 
@@ -185,6 +186,8 @@ class GOSet:
         key = bytes(key)
         if len(key) != KEY_LEN or key == ZERO_KEY:
             raise WireError("bad_key")
+        if key in self.banned:
+            return False
         m = self.meta.get(key)
         if m is not None:
             if cls < m[0]:
@@ -234,6 +237,12 @@ class GOSet:
     def discard(self, key):
         """Drop a key whatever its class (the node's capacity policy)."""
         self._remove(bytes(key))
+
+    def ban(self, key):
+        """Drop a key and never take it again, whoever announces it."""
+        key = bytes(key)
+        self.banned.add(key)
+        self._remove(key)
 
     def _victim(self, cls, now):
         """The key a new key of class `cls` may push out, or None (extended mode only)."""

@@ -142,13 +142,14 @@ class Node:
         log: optional function(event, fields_dict) for the event log.
         mode: goset.EXTENDED (our nodes, default) or goset.DEPLOYED.
         follow: feed IDs to replicate whatever else the store holds (never made dormant).
+        banned: feed IDs never replicated (see ban()).
         feeds: stored feed IDs, most recently active first (default: store.feeds()).
         extension: run the coded-symbol GOSET extension (extended mode only).
     """
 
     def __init__(self, store, identity=None, verify=None, capacity=CAPACITY, timing=None,
                  rand=None, log=None, max_chain=MAX_CHAIN_CHUNKS, mode=EXTENDED, follow=(),
-                 feeds=None, extension=True):
+                 feeds=None, extension=True, banned=()):
         if verify is None or identity is not None:
             from tinyssb import crypto
             if verify is None:
@@ -164,6 +165,8 @@ class Node:
         if timing:
             self.timing.update(timing)
         self.goset = GOSet(capacity, mode)
+        for f in banned:
+            self.goset.ban(f)
         self.spaces = Spaces()
         self.replicas = {}   # fid -> Replica
         self.by_dmx = {}     # DMX of a feed's next entry -> Replica
@@ -222,7 +225,7 @@ class Node:
         order.extend(bytes(f) for f in stored)
         for i in range(len(order)):
             fid = order[i]
-            if fid in self.replicas:
+            if fid in self.replicas or fid in self.goset.banned:
                 continue
             mine = i < n
             if len(self.goset) >= (cap if mine else budget):
@@ -277,8 +280,11 @@ class Node:
 
         Raises:
             GOSetFull: every slot holds a followed feed (deployed mode: at capacity).
+            ValueError: the feed is banned.
         """
         fid = bytes(fid)
+        if fid in self.goset.banned:
+            raise ValueError("feed is banned")
         self.followed.add(fid)
         try:
             self.goset.add(fid, PINNED)
@@ -295,6 +301,19 @@ class Node:
         self._settle()
         self._refresh()
         return r
+
+    def ban(self, fid):
+        """Stop replicating a feed and never take its key again (a blocked author)."""
+        fid = bytes(fid)
+        self.followed.discard(fid)
+        self.goset.ban(fid)
+        self._settle()
+        self._drop_replica(fid)     # also a probe's replica, which the GOSET never held
+        self._refresh()
+
+    def unban(self, fid):
+        """Take a banned feed's key again when the network announces it."""
+        self.goset.banned.discard(bytes(fid))
 
     def _make_room(self, now=None):
         """Make a verified feed dormant (not followed, least recently active, and with
@@ -549,6 +568,8 @@ class Node:
         under the candidate and makes it ours."""
         out = []
         for k, state, i in self.goset.peer.probes(now):
+            if k in self.goset.banned:
+                continue
             if k not in self.replicas:
                 self._add_replica(k, persist=False)   # armed for entry 1, not in the set
             out.append(("probe", vectors.encode_want(want_dmx(state), i, [1])))

@@ -27,7 +27,8 @@ HOMELESS = {("completion",), ("sim",), ("flash",), ("deploy",), ("cert", "verify
 # Commands that read the home's files but not its store: a damaged store does not stop them.
 FILES_ONLY = {("logs",)}
 # Commands whose good case writes to the store.
-WRITERS = {("post",), ("peer", "add"), ("dag", "post"), ("counter", "init")}
+WRITERS = {("post",), ("peer", "add"), ("dag", "post"), ("counter", "init"), ("dm",),
+           ("name",), ("block",), ("mute",), ("receipts",)}
 # Commands whose good run is covered elsewhere because it is long: only their bad input
 # runs here.
 ELSEWHERE = {("demo",): "tests/host/test_demo.py runs the whole demo"}
@@ -104,6 +105,7 @@ def world(tmp_path_factory, board):
 
 # (command path) -> good invocations; {name} is filled from the world; --home A is added
 GOOD = {
+    ("block",): ["block {b_key}", "block --list --json", "block --remove {b_key} --json"],
     ("bridge",): ["bridge --port {port} --duration 0.5"],
     ("cert", "make"): ["cert make self 1 -o {tmp}/c1.tssbcert --json",
                        "cert make {self_ssb} 1 -o {tmp}/c2.tssbcert"],
@@ -128,18 +130,23 @@ GOOD = {
     ("dag", "show"): ["dag show {root}", "dag show list --json", "dag show {root} --json"],
     ("dag", "sync"): ["dag sync --peer {peer} --root {root} --json"],
     ("deploy",): ["deploy --board heltec-v3 --plan EU868.a --dry-run"],
+    ("dm",): ["dm {b_key} hello", "dm {b_key} Alice self --json"],
     ("feeds",): ["feeds", "feeds --json"],
     ("flash",): ["flash --board heltec-v3 --image {image} --dry-run"],
     ("id",): ["id", "id --json"],
     ("info",): ["info --port {port}", "info --port {port} --json"],
     ("listen",): ["listen --port {port} --duration 0.5"],
     ("logs",): ["logs -n 5", "logs --event append -n 0"],
+    ("mute",): ["mute {b_key}", "mute --list --json", "mute --remove {b_key}", "mute Alice"],
+    ("name",): ["name Garden", "name --json"],
     ("peer", "add"): ["peer add {self_ssb} --name me --addr 127.0.0.1:9"],
     ("peer", "list"): ["peer list", "peer list --json"],
     ("peer", "remove"): ["peer remove {self_ssb}"],
     ("post",): ["post hello", "post --file {post_file} --json"],
-    ("read",): ["read self", "read {other} --json", "read Alice"],
+    ("read",): ["read self", "read {other} --json", "read Alice", "read",
+                "read --chat {b_key} --json", "read --chat public"],
     ("reboot",): ["reboot --port {port}", "reboot --repl --port {port} --json"],
+    ("receipts",): ["receipts --read on", "receipts --json"],
     ("regions",): ["regions", "regions EU868.a --json"],
     ("serve",): ["serve --port 0 --duration 0.3"],
     ("sim",): ["sim {scenario} --quiet --json"],
@@ -326,6 +333,6 @@ def test_bad_files_ports_ids_and_scenarios(world, tmp_path):
     assert "5.7 h of its 1 % duty cycle" in r.err, r       # the issue's EU868 figures
     assert db_digest(a) == before
     r = tssb("post", "-", "--home", a, "--json", stdin=b"from stdin\n")
-    assert r.code == 0 and json.loads(r.out)["bytes"] == len("from stdin"), r
+    assert r.code == 0 and json.loads(r.out)["format"] == "TAV", r
     r = tssb("read", "self", "--home", a, "-n", "1")
     assert r.out.rstrip().endswith(": from stdin"), r

@@ -271,3 +271,70 @@ def test_with_the_bridge_the_logs_past_counts_once(tmp_path):
             await view.close()
             ctx.close()
     asyncio.run(main())
+
+
+def test_chats_dm_and_ticks(tmp_path):
+    """A DM from the page is the app's box; the chats list it; another host's reply shows
+    in the chat and is read (ACK); our post carries the stages seen and the receipts."""
+    from tssb import ownfeed
+    from tssb.chat import appmsg, inbox
+    from tssb.chat.delivery import Recorder
+    other = Context.open(str(tmp_path / "other"))
+    fo = other.identity.public
+
+    async def body(view, s, base):
+        me = view.ctx.identity.public
+        h = {"Origin": base, server.CSRF_HEADER: await _csrf(s, base)}
+        for bad in ({"text": "x", "to": []}, {"text": "x", "to": ["zz"]},
+                    {"text": "x", "to": [fo.hex()] * 8}, {"text": "x"}):
+            async with s.post(base + "/api/dm", json=bad, headers=h) as r:
+                assert r.status == 400, bad
+        async with s.post(base + "/api/dm", json={"text": "hi other", "to": [fo.hex()]},
+                          headers=h) as r:
+            assert r.status == 200
+            got = await r.json()
+        key = inbox.chat_key([me, fo])
+        assert got == {"fid": me.hex(), "seq": 1, "chat": key}
+        # the other host opens it, replies, and its DLV arrives here
+        mid = view.ctx.store.mid(me, 1)
+        content, _ = appmsg.private_tav(fo, [me], "hi back")
+        ownfeed.append(other, content)
+        ib = inbox.Inbox(other.store, other.identity)
+        ib.send_receipt(appmsg.DLV, me, mid, lambda c: ownfeed.append(other, c))
+        st, dst = other.store, view.ctx.store
+        dst.add_feed(fo)
+        for q in range(1, st.front(fo)[0] + 1):
+            dst.append(fo, q, st.entry(fo, q), st.mid(fo, q))
+            for c in range(st.chunk_count(fo, q)):
+                dst.put_chunk(fo, q, c, st.chunk(fo, q, c))
+        Recorder(dst, me).saw("air", 1)        # a neighbour's WANT asked for seq 2
+        async with s.get(base + "/api/chats") as r:
+            chats = (await r.json())["chats"]
+        assert [c["key"] for c in chats] == ["public", key] and chats[1]["posts"] == 2
+        async with s.get(base + "/api/chat?key=" + key) as r:
+            posts_ = (await r.json())["posts"]
+        assert sorted(p["text"] for p in posts_) == ["hi back", "hi other"]   # same second
+        (ours,) = [p for p in posts_ if p["fid"] == me.hex()]
+        assert ours["stages"]["fetched"] == "air" and ours["stages"]["stored"] is True
+        assert ours["stages"]["delivered"] == [fo.hex()[:8]] and "read" not in ours["stages"]
+        # loading it sends nothing; the page then says it showed it: an ACK boxed to
+        # [us, other], once, and never from another site
+        assert dst.front(me)[0] == 1
+        for headers in ({}, {"Origin": "http://evil.example", server.CSRF_HEADER: h[
+                server.CSRF_HEADER]}):
+            async with s.post(base + "/api/read", json={"key": key}, headers=headers) as r:
+                assert r.status == 403
+        for n in (1, 0):
+            async with s.post(base + "/api/read", json={"key": key, "limit": 5},
+                              headers=h) as r:
+                assert r.status == 200 and (await r.json())["receipts"] == n
+        ack = posts.read(dst, me, dst.front(me)[0], view.inbox.keys)
+        assert (ack.tag, ack.private) == ("ACK", "open")
+        async with s.get(base + "/api/chat?key=" + "ab" * 32) as r:
+            assert r.status == 404
+        async with s.get(base + "/api/chat?key=junk") as r:
+            assert r.status == 400
+    try:
+        _run(tmp_path / "me", body)
+    finally:
+        other.close()

@@ -10,6 +10,8 @@ import time
 
 from tinyssb.node import Node
 
+from tssb.store import BLOCK
+
 # Longest sleep of the tick loop: bounds how late a new port sees the first claim.
 MAX_IDLE_MS = 200
 
@@ -32,8 +34,9 @@ class HostNode:
         # the most recent, up to its capacity policy; the rest stay dormant in the store.
         follow = store.goset_keys() if hasattr(store, "goset_keys") else ()
         feeds = store.recent_feeds() if hasattr(store, "recent_feeds") else None
+        banned = [r[0] for r in store.blocked(BLOCK)] if hasattr(store, "blocked") else ()
         self.node = Node(store, identity=ident, timing=timing, follow=follow, feeds=feeds,
-                         log=self._log if events is not None else None)
+                         log=self._log if events is not None else None, banned=banned)
         self.ports = []
         self.listeners = []   # function(port_name, direction, pkt, info), before the node
         self.watchers = []    # function(port_name, pkt, info), after the node handled it

@@ -10,6 +10,7 @@ from tssb.bridge import udp, websocket
 from tssb.bridge.control import ControlServer
 from tssb.bridge.hostnode import HostNode
 from tssb.bridge.serial_link import BAUD, BoardPort, SerialLink, open_no_reset
+from tssb.chat.service import Service
 
 STATUS_EVERY_S = 10.0
 
@@ -104,11 +105,12 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
         from tssb.bridge import ble as bleport
         ble_factory = ble_factory or bleport.client_class()   # OSError without bleak
     h = HostNode(ctx.store, ctx.identity, ctx.events)
-    tasks = [asyncio.ensure_future(h.run())]
+    chats = Service(ctx, h)     # receipts owed, blocks, what becomes of our posts
+    tasks = [asyncio.ensure_future(h.run()), asyncio.ensure_future(chats.run())]
     sl = port = server = control = None
     sink = EventSink(ctx.events, ctx.events.clock)
     if resolve is not None:
-        port, sl = attach_board(h, ctx, resolve, sink, baud, _dedup(say))
+        port, sl = attach_board(h, ctx, resolve, chats.recorder.tee(sink), baud, _dedup(say))
         # other tssb commands (info, config, reboot...) reach the board through us
         control = ControlServer(port, sl)
         if await control.start(ctx.home):

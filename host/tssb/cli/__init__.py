@@ -152,12 +152,12 @@ def resolve_feed(ctx, text, known_names=None):
     except ValueError:
         pass
     t = text.lower()
-    if all(c in "0123456789abcdef" for c in t) and t:
+    named = [f for f, n in (known_names or {}).items() if n == text]
+    hits = named
+    if all(c in "0123456789abcdef" for c in t) and t and not named:   # "Bea" is a name
         if len(t) < MIN_FEED_PREFIX:
             raise CliError("a feed prefix needs at least %d hex digits" % MIN_FEED_PREFIX)
         hits = [bytes(f) for f in ctx.store.feeds() if bytes(f).hex().startswith(t)]
-    else:
-        hits = [f for f, n in (known_names or {}).items() if n == text]
     if len(hits) != 1:
         raise CliError("%s stored feeds match %r (FEED is 'self', a feed id, a unique prefix "
                        "of 8+ hex digits%s; see `tssb feeds`)"

@@ -1,6 +1,7 @@
 """`tssb peer add/list/remove`: the allow-list of hosts that may open sessions."""
 import json
 
+from tssb import posts
 from tssb.cli import CliError, open_home
 from tssb.context import parse_public_key, ssb_id
 
@@ -58,14 +59,18 @@ def run_list(args):
     ctx = open_home(args)
     try:
         peers = ctx.store.peers()
+        iam = posts.names(ctx.store, [p["public"] for p in peers
+                                      if ctx.store.has_feed(p["public"])])
     finally:
         ctx.close()
     for p in peers:
+        called = iam.get(bytes(p["public"]))
         if args.json:
             print(json.dumps({"public": p["public"].hex(), "id": ssb_id(p["public"]),
-                              "name": p["name"], "addr": p["addr"]}))
+                              "name": p["name"], "addr": p["addr"], "iam": called}))
         else:
-            print("%s  %-16s %s" % (p["public"].hex(), p["name"] or "-", p["addr"] or "-"))
+            print("%s  %-16s %s%s" % (p["public"].hex(), p["name"] or "-", p["addr"] or "-",
+                                      "  (calls itself %r)" % called if called else ""))
     if not peers and not args.json:
         print("no peers (add one with `tssb peer add KEY`)")
     return 0

@@ -1,4 +1,8 @@
-"""`tssb post TEXT|-|--file F`: append an entry to the host's own feed.
+"""`tssb post TEXT|-|--file F`: append a public post to the host's own feed.
+
+The post is the tinySSB Android app's public text-and-voice message (TAV, tssb.chat.appmsg),
+so the app shows it in its public chat; `--raw` posts the bytes themselves instead (what
+`tssb post` wrote before; readers still show those).
 
 Long posts cost airtime on every hop of the mesh: one 120-byte entry plus one 120-byte
 chunk per 100 bytes beyond the first 24-27, each sent as a 124-byte LoRa frame. The
@@ -9,7 +13,8 @@ import json
 import sys
 
 from tssb.bridge.hostnode import HostNode
-from tssb.cli import EXIT_FAILURE, CliError, open_home
+from tssb.chat import appmsg, delivery
+from tssb.cli import EXIT_FAILURE, CliError, _wait, open_home
 
 # A quarter of the EU868 hourly duty budget (1 % of 3600 s = 36 s, ETSI EN 300 220): a
 # post above this holds a board's radio for more than a quarter of its hour, per hop.
@@ -24,9 +29,12 @@ ESTIMATE_PLAN = "EU868.a"   # the plan estimated with when no board has told us 
 
 def register(subparsers):
     p = subparsers.add_parser(
-        "post", help="append TEXT (or - for stdin, or --file F) to the host's own feed",
-        description="Author a signed tinySSB entry on the host's own feed (content longer "
-                    "than fits in one 120-byte entry goes into a side chain). `tssb bridge` "
+        "post", help="post TEXT (or - for stdin, or --file F) publicly on the host's own feed",
+        description="Author a signed tinySSB entry on the host's own feed: a public chat "
+                    "message in the Android app's format (TAV: text, optional voice, time), "
+                    "which the app shows in its public chat; --raw posts the bytes as they "
+                    "are instead. Content longer than fits in one 120-byte entry goes into a "
+                    "side chain. `tssb bridge` "
                     "then replicates it to boards and peers. Posts that need a side chain "
                     "get an airtime estimate under the board's region plan (--plan, else "
                     "the one `tssb config` last read from the board, else %s); posts above "
@@ -34,11 +42,19 @@ def register(subparsers):
                     % (ESTIMATE_PLAN, MAX_AIRTIME_MS / 1000))
     p.add_argument("text", metavar="TEXT", nargs="?",
                    help="the content (UTF-8); - reads it from stdin (one final newline dropped)")
-    p.add_argument("--file", metavar="FILE", help="read the content from FILE (bytes as they are)")
+    p.add_argument("--file", metavar="FILE", help="read the text from FILE (UTF-8; with --raw "
+                                                  "any bytes)")
+    p.add_argument("--voice", metavar="FILE",
+                   help="attach a voice message (the app's codec2 bytes) from FILE; TEXT may "
+                        "then be left out")
+    p.add_argument("--raw", action="store_true",
+                   help="post the bytes themselves, not an app message (the app does not "
+                        "show these)")
     p.add_argument("--plan", metavar="PLAN", help="region plan for the airtime estimate")
     p.add_argument("--force", action="store_true",
                    help="post even above the airtime limit (up to %d bytes)" % MAX_READ)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    _wait.add_argument(p)
     p.set_defaults(func=run)
 
 
@@ -47,6 +63,46 @@ def _read(f, what):
     if len(data) > MAX_READ:
         raise CliError("%s is longer than %d bytes: too long to post" % (what, MAX_READ))
     return data
+
+
+def text_of(args):
+    """The text of a post (TEXT, stdin or --file), or None with --voice alone.
+
+    Raises: CliError (nothing given, not UTF-8)."""
+    if args.voice is not None and not args.text and args.file is None:
+        return None     # a voice message alone
+    data = content_of(args)
+    try:
+        return data.decode("utf-8")
+    except UnicodeError:
+        raise CliError("%s is not UTF-8 text (post bytes with --raw)"
+                       % (args.file or "the text"))
+
+
+def voice_of(args):
+    """The voice bytes of --voice FILE, or None. Raises: CliError."""
+    if args.voice is None:
+        return None
+    try:
+        with open(args.voice, "rb") as f:
+            data = _read(f, args.voice)
+    except OSError as e:
+        raise CliError("cannot read %s: %s" % (args.voice, e.strerror or e), EXIT_FAILURE)
+    if not data:
+        raise CliError("%s is empty" % args.voice)
+    return data
+
+
+def app_content(args):
+    """The entry content: a public TAV, or with --raw the bytes themselves."""
+    if args.raw:
+        if args.voice is not None:
+            raise CliError("--voice makes an app message; leave out --raw")
+        return content_of(args)
+    text, voice = text_of(args), voice_of(args)
+    if text is not None and not text.strip() and voice is None:
+        raise CliError("nothing to post: the text is empty")
+    return appmsg.tav(text, voice)
 
 
 def content_of(args):
@@ -108,9 +164,10 @@ def _plan_name(args, ctx):
 
 
 def run(args):
-    content = content_of(args)
+    content = app_content(args)
     if not content:
         raise CliError("nothing to post: the content is empty")
+    since_ms = delivery.wall_ms()
     ctx = open_home(args)
     try:
         packets, airtime, plan = estimate(content, _plan_name(args, ctx))
@@ -127,13 +184,17 @@ def run(args):
         except ValueError as e:
             raise CliError("cannot post: %s" % e, EXIT_FAILURE)
         chunks = ctx.store.chunk_count(ctx.identity.public, seq)
+        if args.json:
+            print(json.dumps({"fid": ctx.identity.public.hex(), "seq": seq,
+                              "bytes": len(content), "chunks": chunks, "plan": plan["name"],
+                              "airtime_ms": airtime, "format": "raw" if args.raw else "TAV"}),
+                  flush=True)
+        else:
+            print("posted seq %d on %s (%d bytes%s)" % (
+                seq, ctx.identity.public.hex()[:16], len(content),
+                ", side chain of %d chunks" % chunks if chunks else ""), flush=True)
+        if args.wait is not None:
+            return _wait.run(ctx, seq, args.wait, as_json=args.json, since_ms=since_ms)
     finally:
         ctx.close()
-    if args.json:
-        print(json.dumps({"fid": ctx.identity.public.hex(), "seq": seq, "bytes": len(content),
-                          "chunks": chunks, "plan": plan["name"], "airtime_ms": airtime}))
-        return 0
-    print("posted seq %d on %s (%d bytes%s)" % (
-        seq, ctx.identity.public.hex()[:16], len(content),
-        ", side chain of %d chunks" % chunks if chunks else ""))
     return 0

@@ -1,5 +1,6 @@
 """The feeds view's data: each feed's front, display name and progress, and pages of its
-decoded posts (tssb.posts: the same decoding as `tssb read`, side chains reassembled).
+decoded posts (tssb.posts: the same decoding as `tssb read`, side chains reassembled,
+boxes addressed to us opened; the others only counted).
 
 `FeedIndex.refresh()` compares the store with what it last saw and returns the feeds
 that changed, so the server pushes only those. Names come from a feed's latest IAM post,
@@ -15,19 +16,29 @@ PAGE_DEFAULT = 30
 SEQ_MAX = 0xFFFFFFFF
 
 
+def _as_dict(p, names):
+    d = p.as_dict()
+    d["author"] = posts.author(p.fid, names)
+    return d
+
+
 class FeedIndex:
     """Args:
         store: the host store.  own: the host's feed id (bytes) or None.
         missing: function(fid) -> chunks still missing in the feed's side chains, or None
             when unknown (no node in this process).
         clock: function() -> Unix ms.
+        decorate: function(Post, names) -> dict for the page (default: as_dict + author).
+        keys: tssb.chat.box.Keys to open boxes addressed to us, or None.
     """
 
-    def __init__(self, store, own=None, missing=None, clock=None):
+    def __init__(self, store, own=None, missing=None, clock=None, decorate=None, keys=None):
         self.store = store
         self.own = bytes(own) if own is not None else None
         self.missing = missing or (lambda fid: None)
         self.clock = clock or (lambda: 0)
+        self.decorate = decorate or _as_dict
+        self.keys = keys
         self.feeds = {}     # fid -> summary dict
         self._partial = {}  # fid -> lowest seq whose side chain was incomplete when read
 
@@ -78,7 +89,7 @@ class FeedIndex:
     def page(self, fid, before=None, limit=PAGE_DEFAULT):
         """Posts of a feed, newest first, with seq < before (None: from the front).
 
-        Returns: list of dicts (tssb.posts.Post.as_dict plus author).
+        Returns: (list of dicts (decorate's), boxes not addressed to us left out).
         Raises: KeyError for an unknown feed.
         """
         fid = bytes(fid)
@@ -88,9 +99,11 @@ class FeedIndex:
         stop = top if before is None else min(top, before - 1)
         known = {f: s["name"] for f, s in self.feeds.items() if s["name"]}
         out = []
+        sealed = 0
         for p in posts.feed_posts(self.store, fid, start=max(1, stop - limit + 1), stop=stop,
-                                  newest_first=True, limit=limit):
-            d = p.as_dict()
-            d["author"] = posts.author(fid, known)
-            out.append(d)
-        return out
+                                  newest_first=True, limit=limit, keys=self.keys):
+            if p.private == posts.SEALED:
+                sealed += 1
+                continue
+            out.append(self.decorate(p, known))
+        return out, sealed

@@ -5,7 +5,12 @@ Routes:
   GET  /static/<file>     its script and style
   GET  /api/state         everything the page shows, as JSON (also the first WS message)
   GET  /api/posts         ?feed=HEX[&before=SEQ][&limit=N]: decoded posts, newest first
-  POST /api/post          {"text": "..."}: append to the host's feed (CSRF-protected)
+  POST /api/post          {"text": "..."}: a public post (the app's TAV) on the host's feed
+  GET  /api/chats         the public chat and the private chats addressed to us
+  GET  /api/chat          ?key=KEY[&limit=N]: a chat's newest posts, oldest first
+  POST /api/dm            {"text": "...", "to": [feed id hex, ...]}: a private post
+  POST /api/read          {"key": KEY, "limit": N}: the page showed that chat: read receipts
+                          (POSTs are CSRF-protected)
   GET  /ws                live updates (pkt, feeds, status, sync, gap), server -> browser
 
 Security (the mesh is untrusted; so is any other web page the user has open):
@@ -29,6 +34,7 @@ import secrets
 
 from aiohttp import WSMsgType, web
 
+from tssb.chat import appmsg, box, inbox as inboxmod
 from tssb.web import feeds as feedsmod
 
 log = logging.getLogger("tssb.web")
@@ -165,44 +171,108 @@ def make_app(view, guard):
         if not 1 <= limit <= feedsmod.PAGE_MAX:
             return _error(400, "limit must be 1..%d" % feedsmod.PAGE_MAX)
         try:
-            page = view.feeds.page(fid, before, limit)
+            page, sealed = view.feeds.page(fid, before, limit)
         except KeyError:
             return _error(404, "no such feed")
-        out, size = [], 0
-        for p in page:
-            size += len(p["text"])
-            if out and size > PAGE_BYTES:
-                break
-            out.append(p)
-        return web.json_response({"feed": fid.hex(), "posts": out})
+        return web.json_response({"feed": fid.hex(), "posts": _capped(page),
+                                  "sealed": sealed})
+
+    async def _text_body(request):
+        """(dict, text) of a JSON POST with a post's text, or (None, error response)."""
+        if not guard.csrf_ok(request):
+            return None, _error(403, "cross-site request refused")
+        if request.content_type != "application/json":
+            return None, _error(415, "send JSON")
+        try:
+            data = json.loads(await request.read())
+        except web.HTTPRequestEntityTooLarge:
+            return None, _error(413, "request too large")
+        except (ValueError, UnicodeError):
+            return None, _error(400, "not JSON")
+        text = data.get("text") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            return None, _error(400, "text missing")
+        try:
+            n = len(text.encode("utf-8"))
+        except UnicodeError:
+            return None, _error(400, "text is not valid Unicode")
+        if not text.strip():
+            return None, _error(400, "nothing to post: the text is empty")
+        if n > MAX_POST_BYTES:
+            return None, _error(413, "post too long: %d bytes, at most %d" % (n, MAX_POST_BYTES))
+        return data, text
 
     async def post(request):
+        data, text = await _text_body(request)
+        if data is None:
+            return text
+        try:
+            seq = view.post(appmsg.tav(text))
+        except (ValueError, OSError) as e:
+            return _error(500, "cannot post: %s" % e)
+        return web.json_response({"fid": view.own_fid(), "seq": seq})
+
+    async def dm(request):
+        data, text = await _text_body(request)
+        if data is None:
+            return text
+        to = data.get("to")
+        if not isinstance(to, list) or not to or len(to) > box.MAX_RECIPIENTS:
+            return _error(400, "to: a list of 1 to %d feed ids" % box.MAX_RECIPIENTS)
+        try:
+            keys = [bytes.fromhex(t) for t in to if isinstance(t, str)]
+        except ValueError:
+            keys = []
+        if len(keys) != len(to) or any(len(k) != 32 for k in keys):
+            return _error(400, "to: feed ids of 64 hex digits")
+        try:
+            seq, key = view.dm(text, keys)
+        except box.BoxError as e:
+            return _error(400, str(e))
+        except (ValueError, OSError) as e:
+            return _error(500, "cannot send: %s" % e)
+        return web.json_response({"fid": view.own_fid(), "seq": seq, "chat": key})
+
+    async def read(request):
         if not guard.csrf_ok(request):
             return _error(403, "cross-site request refused")
-        if request.content_type != "application/json":
-            return _error(415, "send JSON")
         try:
             data = json.loads(await request.read())
         except web.HTTPRequestEntityTooLarge:
             return _error(413, "request too large")
         except (ValueError, UnicodeError):
             return _error(400, "not JSON")
-        text = data.get("text") if isinstance(data, dict) else None
-        if not isinstance(text, str):
-            return _error(400, "text missing")
+        key = data.get("key") if isinstance(data, dict) else None
+        limit = data.get("limit", feedsmod.PAGE_DEFAULT) if isinstance(data, dict) else None
+        if not isinstance(key, str) or not _is_chat_key(key) or \
+                not isinstance(limit, int) or not 1 <= limit <= feedsmod.PAGE_MAX:
+            return _error(400, "key: a private chat's key; limit 1..%d" % feedsmod.PAGE_MAX)
         try:
-            content = text.encode("utf-8")
-        except UnicodeError:
-            return _error(400, "text is not valid Unicode")
-        if not text.strip():
-            return _error(400, "nothing to post: the text is empty")
-        if len(content) > MAX_POST_BYTES:
-            return _error(413, "post too long: %d bytes, at most %d" % (len(content), MAX_POST_BYTES))
-        try:
-            seq = view.post(content)
+            n = view.read(key, limit)
+        except KeyError:
+            return _error(404, "no such chat")
         except (ValueError, OSError) as e:
-            return _error(500, "cannot post: %s" % e)
-        return web.json_response({"fid": view.own_fid(), "seq": seq})
+            return _error(500, "cannot send receipts: %s" % e)
+        return web.json_response({"key": key, "receipts": n})
+
+    async def chats(request):
+        return web.json_response(view.chats())
+
+    async def chat(request):
+        key = request.query.get("key", "")
+        try:
+            limit = int(request.query.get("limit", feedsmod.PAGE_DEFAULT))
+        except ValueError:
+            return _error(400, "limit must be an integer")
+        if not 1 <= limit <= feedsmod.PAGE_MAX:
+            return _error(400, "limit must be 1..%d" % feedsmod.PAGE_MAX)
+        if key != inboxmod.PUBLIC and not _is_chat_key(key):
+            return _error(400, "key: 'public' or sorted feed ids, comma-separated")
+        try:
+            got = view.chat(key, limit)
+        except KeyError:
+            return _error(404, "no such chat")
+        return web.json_response({"key": key, "posts": _capped(got[::-1])[::-1]})
 
     async def ws(request):
         if not guard.origin_ok(request):
@@ -233,8 +303,29 @@ def make_app(view, guard):
     app.router.add_get("/api/state", state)
     app.router.add_get("/api/posts", posts)
     app.router.add_post("/api/post", post)
+    app.router.add_post("/api/dm", dm)
+    app.router.add_post("/api/read", read)
+    app.router.add_get("/api/chats", chats)
+    app.router.add_get("/api/chat", chat)
     app.router.add_get("/ws", ws)
     return app
+
+
+def _capped(page):
+    """The posts of a page up to PAGE_BYTES of text (at least one)."""
+    out, size = [], 0
+    for p in page:
+        size += len(p["text"])
+        if out and size > PAGE_BYTES:
+            break
+        out.append(p)
+    return out
+
+
+def _is_chat_key(key):
+    parts = key.split(",")
+    return 1 <= len(parts) <= box.MAX_RECIPIENTS and all(
+        len(h) == 64 and all(c in "0123456789abcdef" for c in h) for h in parts)
 
 
 async def _pump(sock, client):

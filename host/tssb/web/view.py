@@ -10,13 +10,20 @@ Two ways to run (docs/web.md):
   size, RSSI/SNR: feeds named where the entry is stored); a post is stored and goes out
   when a bridge next runs on this home.
 In both, recent host syncs come from the event log (`tssb sync`, `tssb serve`).
+Chats (tssb.chat): the public chat and the private chats addressed to us, opened with our
+key; posts go out as the Android app's TAV, private ones boxed to their chat's members;
+our own posts carry their delivery stages (tssb.chat.delivery) and receipts. Showing a
+private post of someone else sends them a read receipt (ACK) when that is switched on.
 """
 import asyncio
 import logging
 import time
 
-from tinyssb import entry, link
+from tinyssb import link
 
+from tssb import ownfeed, posts
+from tssb.chat import appmsg, delivery, inbox as inboxmod, views
+from tssb.chat.inbox import Inbox
 from tssb.web import server
 from tssb.web.eventlog import POLL_S, Follower
 from tssb.web.feeds import FeedIndex
@@ -91,7 +98,9 @@ class WebView:
         self.say = say
         self.hub = Hub(clock, goset=self._goset)
         self.index = Index(ctx.store)
-        self.feeds = FeedIndex(ctx.store, ctx.identity.public, self._missing, clock)
+        self.inbox = Inbox(ctx.store, ctx.identity)
+        self.feeds = FeedIndex(ctx.store, ctx.identity.public, self._missing, clock,
+                               self.decorate, self.inbox.keys)
         self.follower = Follower(ctx.events.path, self._log_event)
         self.h = None
         self.board_port = None
@@ -175,24 +184,73 @@ class WebView:
         if self.h is not None:
             seq = self.h.post(content)     # the node sends it on with its next claims
         else:
-            seq = self._append_own(content)
+            # no node here (one would read every feed first): straight into the store
+            seq = ownfeed.append(self.ctx, content)
             self.index.add_stored(self.ctx.identity.public, seq)
         self._mark(self.own_fid())
         return seq
 
-    def _append_own(self, content):
-        """Author the next entry of our feed straight into the store (no node here: one
-        would read every feed first). A side chain goes in the same transaction."""
-        ident, store = self.ctx.identity, self.ctx.store
-        with store.transaction():
-            top, prev = store.front(ident.public)
-            au = entry.Author(ident.public, ident.sign, top, bytes(prev))
-            seq, pkt, mid, chunks = au.next(content)
-            store.append(ident.public, seq, pkt, mid)
-            for i, c in enumerate(chunks):
-                store.put_chunk(ident.public, seq, i, c)
-        self.ctx.events.emit("append", feed=ident.public.hex(), seq=seq, own=True)
-        return seq
+    # -- chats -----------------------------------------------------------------------
+
+    def names(self):
+        return {f: s["name"] for f, s in self.feeds.feeds.items() if s["name"]}
+
+    def chats(self):
+        """The public chat and the private ones, newest first, with the sealed count."""
+        self.inbox.refresh(inboxmod.SCAN_PER_ROUND)
+        names = self.names()
+        me = self.ctx.identity.public
+        out = [{"key": inboxmod.PUBLIC, "title": "public", "members": [], "posts": None,
+                "last_ts": None}]
+        for key, n, ts in self.inbox.chats():
+            out.append({"key": key, "title": views.title(key, me, names),
+                        "members": key.split(","), "posts": n, "last_ts": ts})
+        return {"chats": out, "sealed": self.inbox.counts().get(posts.SEALED, 0)}
+
+    def _chat_posts(self, key, limit):
+        self.inbox.refresh(inboxmod.SCAN_PER_ROUND)
+        if key == inboxmod.PUBLIC:
+            return views.public(self.ctx.store, limit)
+        if not self.inbox.chat_entries(key):
+            raise KeyError(key)
+        return views.private(self.ctx.store, self.inbox, key, self.inbox.keys, limit)
+
+    def chat(self, key, limit):
+        """A chat's newest posts, oldest first, decorated. Raises: KeyError (no chat)."""
+        names = self.names()
+        return [self.decorate(p, names) for p in self._chat_posts(key, limit)]
+
+    def read(self, key, limit):
+        """The user was shown a chat's newest `limit` posts: read receipts (ACK) for the
+        private ones of others. Returns: how many were sent. Raises: KeyError."""
+        return len(self.inbox.mark_read(self._chat_posts(key, limit), self.post))
+
+    def dm(self, text, to):
+        """Send a private TAV to feed ids `to`; returns (seq, chat key).
+
+        Raises: ValueError (box.BoxError: too many members, a bad key)."""
+        me = self.ctx.identity.public
+        content, order = appmsg.private_tav(me, to, text)
+        seq = self.post(content)
+        return seq, inboxmod.chat_key(order)
+
+    def decorate(self, p, names=None):
+        """A post as the page gets it: its dict, author, chat, and for our own posts the
+        delivery stages seen and the receipts."""
+        names = self.names() if names is None else names
+        d = p.as_dict()
+        d["author"] = posts.author(p.fid, names)
+        me = self.ctx.identity.public
+        if p.private == posts.OPEN and p.members is not None:
+            key = inboxmod.chat_key(p.members + [me])
+            d["chat"] = {"key": key, "title": views.title(key, me, names)}
+        if bytes(p.fid) == me and p.kind in (posts.TEXT, posts.NAME):
+            others = [m for m in (p.members or ()) if m != me]
+            since = p.ts * 1000 if isinstance(p.ts, int) else None
+            got = delivery.stages(self.ctx.store, self.inbox, me, p.seq, since, others)
+            d["stages"] = {k: (v if isinstance(v, (str, bool)) else
+                               [posts.author(f, names) for f in v]) for k, v in got.items()}
+        return d
 
     # -- inputs ----------------------------------------------------------------------
 

@@ -7,8 +7,11 @@
   const MAX_POST_BYTES = 2048; // server.MAX_POST_BYTES
   const RECONNECT_MS = [500, 1000, 2000, 5000, 10000];
 
+  const STAGES = [["stored", "stored"], ["board", "on the board"], ["announced", "asked for"],
+    ["fetched", "fetched by a neighbour"], ["delivered", "\u2714 delivered to"], ["read", "\u2714\u2714 read by"]];
   const S = {
-    csrf: null, me: null, mode: null, feeds: new Map(), selected: null,
+    csrf: null, me: null, mode: null, feeds: new Map(), selected: null, chat: null, chats: [],
+    readSeen: new Set(),
     shownFront: 0, oldest: null, loading: false, skew: 0, status: null,
     syncs: [], gaps: 0, paused: false, tries: 0,
   };
@@ -75,7 +78,7 @@
     $("feed-list").replaceChildren(...items);
   }
 
-  function postItem(p, fresh) {
+  function postItem(p, fresh, withChat = true) {
     const li = el("li", "kind-" + p.kind + (fresh ? " new" : ""));
     li.dataset.seq = p.seq;
     const head = el("div", "head");
@@ -86,8 +89,23 @@
     if (typeof p.ts === "number" && p.ts > 0) head.appendChild(el("span", "ts", new Date(p.ts * 1000).toLocaleString()));
     if (p.length > 48) head.appendChild(el("span", "len", p.have < p.length ? p.have + " of " + p.length + " bytes" : p.length + " bytes"));
     li.appendChild(head);
-    li.appendChild(el("p", "text", p.text));
+    const text = el("p", "text");
+    if (p.chat && withChat) text.appendChild(el("span", "chat", p.chat.title + " "));
+    text.appendChild(document.createTextNode(p.voice && p.text.indexOf("<voice") !== 0 ? p.text + " <+ voice message>" : p.text));
+    li.appendChild(text);
+    if (p.stages) li.appendChild(el("div", "stages", stageText(p.stages)));
     return li;
+  }
+
+  // what a post of ours was seen to reach (tssb.chat.delivery): only stages observed
+  function stageText(st) {
+    const out = [];
+    for (const [k, label] of STAGES) {
+      const v = st[k];
+      if (v === undefined) continue;
+      out.push(Array.isArray(v) ? label + " " + v.join(", ") : label);
+    }
+    return out.join(" \u00b7 ");
   }
 
   async function getJSON(url) {
@@ -116,6 +134,7 @@
       if (S.oldest !== null) url += "&before=" + S.oldest;
       const got = await getJSON(url);
       if (fid !== S.selected) return;
+      if (got.sealed) $("posts-title").textContent = "Posts of " + feedLabel(fid) + " (" + got.sealed + " private posts not for us)";
       for (const p of got.posts) {
         $("posts").appendChild(postItem(p, false));
         S.shownFront = Math.max(S.shownFront, p.seq);
@@ -164,10 +183,24 @@
   }
 
   function bytesOf(text) { return new TextEncoder().encode(text).length; }
-  $("post-text").addEventListener("input", () => {
-    const n = bytesOf($("post-text").value);
-    $("post-count").textContent = n ? n + " / " + MAX_POST_BYTES + " bytes" : "";
-  });
+  function countBytes(input, counter) {
+    $(input).addEventListener("input", () => {
+      const n = bytesOf($(input).value);
+      $(counter).textContent = n ? n + " / " + MAX_POST_BYTES + " bytes" : "";
+    });
+  }
+  // a state-changing request: same origin, the CSRF token, JSON both ways
+  async function postJSON(url, obj) {
+    const r = await fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": S.csrf || "" },
+      body: JSON.stringify(obj),
+    });
+    const body = await r.json();
+    if (!r.ok) throw new Error(body.error || r.statusText);
+    return body;
+  }
+  countBytes("post-text", "post-count");
   $("post-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const text = $("post-text").value;
@@ -176,13 +209,7 @@
     if (!text.trim()) { msg.className = "error"; msg.textContent = "nothing to post"; return; }
     $("post-send").disabled = true;
     try {
-      const r = await fetch("/api/post", {
-        method: "POST", credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRF-Token": S.csrf || "" },
-        body: JSON.stringify({ text: text }),
-      });
-      const body = await r.json();
-      if (!r.ok) throw new Error(body.error || r.statusText);
+      const body = await postJSON("/api/post", { text: text });
       $("post-text").value = "";
       $("post-count").textContent = "";
       msg.textContent = "posted #" + body.seq;
@@ -197,6 +224,113 @@
     }
   });
   $("older").addEventListener("click", loadOlder);
+
+  // -- chats -----------------------------------------------------------------------
+  async function loadChats() {
+    try {
+      const got = await getJSON("/api/chats");
+      S.chats = got.chats;
+      $("chat-sealed").textContent = got.sealed ? got.sealed + " private posts not addressed to us" : "";
+      renderChats();
+      if (S.chat === null) selectChat("public");
+    } catch (e) {
+      $("chat-sealed").textContent = "chats: " + e.message;
+    }
+  }
+  function renderChats() {
+    $("chat-list").replaceChildren(...S.chats.map((c) => {
+      const li = el("li", c.key === S.chat ? "current" : "");
+      li.appendChild(el("span", "name", c.title));
+      if (c.posts !== null) li.appendChild(el("span", "meta", c.posts + (c.posts === 1 ? " post" : " posts") +
+        (c.last_ts ? " \u00b7 " + new Date(c.last_ts * 1000).toLocaleString() : "")));
+      li.addEventListener("click", () => selectChat(c.key));
+      return li;
+    }));
+  }
+  async function selectChat(key) {
+    S.chat = key;
+    renderChats();
+    const c = S.chats.find((x) => x.key === key);
+    $("chat-title").textContent = c ? c.title : key === "public" ? "public" : "new private chat";
+    $("chat-label").textContent = key === "public" ? "Post publicly (the app's public chat)" : "Write privately to this chat";
+    await loadChat();
+  }
+  async function loadChat() {
+    const key = S.chat;
+    if (key === null) return;
+    const c = S.chats.find((x) => x.key === key);
+    if (!c && key !== "public") { $("chat-posts").replaceChildren(); return; }
+    try {
+      const got = await getJSON("/api/chat?key=" + encodeURIComponent(key) + "&limit=" + PAGE);
+      if (key !== S.chat) return;
+      $("chat-posts").replaceChildren(...got.posts.map((p) => postItem(p, false, false)));
+      const others = got.posts.filter((p) => p.private === "open" && (!S.me || p.fid !== S.me.fid));
+      if (key !== "public" && others.some((p) => !S.readSeen.has(p.fid + "/" + p.seq))) {
+        // shown: read receipts for them (the server sends each once)
+        for (const p of others) S.readSeen.add(p.fid + "/" + p.seq);
+        await postJSON("/api/read", { key: key, limit: PAGE });
+      }
+    } catch (e) {
+      $("chat-title").textContent = "Chat: " + e.message;
+    }
+  }
+  let chatTimer = null;
+  function chatsChanged() {   // new entries: refresh the list and the open chat, at most 1/s
+    if (chatTimer !== null) return;
+    chatTimer = setTimeout(async () => { chatTimer = null; await loadChats(); await loadChat(); }, 1000);
+  }
+  function memberIds(text) {   // names (as the feed list shows them) or 64-hex feed ids
+    const out = [];
+    for (const w of text.split(",").map((x) => x.trim()).filter((x) => x)) {
+      if (/^[0-9a-f]{64}$/i.test(w)) { out.push(w.toLowerCase()); continue; }
+      const hits = [...S.feeds.values()].filter((f) => f.name === w || (w.length >= 8 && f.fid.startsWith(w.toLowerCase())));
+      if (hits.length !== 1) throw new Error((hits.length ? "more than one feed" : "no feed") + " matches " + w);
+      out.push(hits[0].fid);
+    }
+    return out;
+  }
+  $("newchat-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const msg = $("newchat-msg");
+    msg.className = "";
+    try {
+      const ids = memberIds($("newchat-to").value).filter((f) => !S.me || f !== S.me.fid);
+      if (!ids.length) throw new Error("name at least one member");
+      if (ids.length > 6) throw new Error("at most 6 others (the app opens 7 slots)");
+      const key = ids.concat(S.me ? [S.me.fid] : []).sort().join(",");
+      msg.textContent = "";
+      selectChat(key);
+    } catch (e) {
+      msg.className = "error";
+      msg.textContent = e.message;
+    }
+  });
+  countBytes("chat-text", "chat-count");
+  $("chat-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const text = $("chat-text").value;
+    const msg = $("chat-msg");
+    msg.className = "";
+    const key = S.chat;
+    if (!text.trim() || key === null) { msg.className = "error"; msg.textContent = "nothing to send"; return; }
+    const body = { text: text };
+    if (key !== "public") body.to = key.split(",").filter((f) => !S.me || f !== S.me.fid);
+    if (key !== "public" && !body.to.length) body.to = [S.me.fid];   // notes to yourself
+    $("chat-send").disabled = true;
+    try {
+      const got = await postJSON(key === "public" ? "/api/post" : "/api/dm", body);
+      $("chat-text").value = "";
+      $("chat-count").textContent = "";
+      msg.textContent = "sent #" + got.seq;
+      await loadChats();
+      if (got.chat && got.chat !== S.chat) await selectChat(got.chat); else await loadChat();
+    } catch (e) {
+      msg.className = "error";
+      msg.textContent = "not sent: " + e.message;
+    } finally {
+      $("chat-send").disabled = false;
+    }
+  });
 
   // -- traffic ---------------------------------------------------------------------
   function trafficRow(r) {
@@ -330,7 +464,7 @@
       switch (m.t) {
         case "state": applyState(m); break;
         case "pkt": onPacket(m.row); break;
-        case "feeds": mergeFeeds(m.feeds); break;
+        case "feeds": mergeFeeds(m.feeds); chatsChanged(); break;
         case "status":
           S.skew = m.now - Date.now();
           S.status = Object.assign({}, S.status, m);
@@ -358,5 +492,8 @@
   S.traffic = [];
   showView();
   connect();
+  loadChats();
   setInterval(renderStatus, 5000);   // keep "seconds ago" moving when nothing changes
+  // the open chat's ticks move without new entries here (the board, a neighbour's WANT)
+  setInterval(() => { if (location.hash === "#chats") loadChat(); }, 5000);
 })();
