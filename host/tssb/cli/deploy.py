@@ -4,8 +4,8 @@ import os
 import sys
 import tempfile
 
-from tssb.cli import CliError
-from tssb.flash import bundle, mpremote_run, ports
+from tssb.cli import EXIT_FAILURE, CliError
+from tssb.flash import FlashError, bundle, mpremote_run, ports
 
 
 def register(subparsers):
@@ -78,8 +78,11 @@ def run(args, runner=None, list_fn=None):
         raise CliError("--plan is required: the LoRa band the board may transmit in")
     cfg = node_config(args.board, args.plan, args.name, not args.no_ble, args.ble_name,
                       getattr(args, "power", None), getattr(args, "sf", None))
-    port = "PORT" if args.dry_run and not args.port else \
-        ports.choose(board, args.port, list_fn() if list_fn else None)
+    try:
+        port = "PORT" if args.dry_run and not args.port else \
+            ports.choose(board, args.port, list_fn() if list_fn else None)
+    except FlashError as e:
+        raise CliError(str(e), EXIT_FAILURE)
     tmp = None
     out = args.bundle_dir
     if out is None:
@@ -95,7 +98,7 @@ def run(args, runner=None, list_fn=None):
         try:
             info = bundle.build(os.path.join(out, "bundle"), progress=progress)
         except bundle.BundleError as e:
-            raise CliError(str(e))
+            raise CliError(str(e), EXIT_FAILURE)
         print("bundle: %d modules, %d bytes of .mpy" % (len(info["files"]) - 2,
                                                          info["mpy_bytes"]))
         cfg_file = os.path.join(out, "config.json")
@@ -106,7 +109,10 @@ def run(args, runner=None, list_fn=None):
         print("mpremote " + " ".join(a if "\n" not in a else "'<prepare script>'" for a in cmd))
         if args.dry_run:
             return 0
-        mpremote_run.run(cmd, port, runner)
+        try:
+            mpremote_run.run(cmd, port, runner)
+        except FlashError as e:
+            raise CliError(str(e), EXIT_FAILURE)
         print("deployed tinySSB onto the %s on %s (plan %s)" % (board["title"], port,
                                                              cfg["plan"]))
         return 0
