@@ -15,9 +15,11 @@ REPLY_S = 3.0     # a running firmware answers within one host-loop turn (IDLE_M
 def check_port(port, baud=115200):
     """Fail at once (CliError) when the port cannot be opened."""
     import serial
-    from tssb.bridge.serial_link import open_no_reset
+    from tssb.bridge.serial_link import PortBusy, open_no_reset
     try:
         open_no_reset(port, baud).close()
+    except PortBusy as e:
+        raise CliError(str(e), EXIT_FAILURE)
     except (serial.SerialException, OSError) as e:
         raise CliError("cannot open serial port %s: %s (see `tssb bridge --list`)"
                        % (port, getattr(e, "strerror", None) or e), EXIT_FAILURE)
