@@ -1,6 +1,6 @@
 """Reading what feeds say: entry content with its side chain, decoded into posts.
 
-Two producers write into feeds, and a reader meets both:
+Three producers write into feeds, and a reader meets them all:
 - our own `tssb post TEXT`: the UTF-8 text itself as the content;
 - the tinySSB Android app and the Python chat client / pub: BIPF lists whose first element
   is a short app tag (../shared/reference/tinyssb-apps.md):
@@ -10,6 +10,7 @@ Two producers write into feeds, and a reader meets both:
       ["DLV"|"ACK", ref, ...]                             delivery / read confirmations
       other tags (KAN, TTT, TRT, DEL, ...)                shown by tag
   A BIPF byte string at the top level is a private post (a box we cannot open here).
+- our own `tssb dag post`: ["tdag", root, children, depth, text] (tssb.trdag.message).
 
 Everything here is untrusted input from the mesh: decoding never raises on content, and
 callers that render posts (terminal, web) must still escape the text they get.
@@ -29,6 +30,7 @@ BINARY = "binary"      # content we cannot read
 PARTIAL = "partial"    # the side chain is still incomplete
 
 MAX_TEXT = 64 * 1024   # longest text handed to a renderer (a side chain may hold 2^28 bytes)
+DAG_TAG = "tdag"       # our own application DAGs (`tssb dag post`, tssb.trdag.message)
 _APP_TAG_MAX = 8       # app tags are short ASCII words
 
 
@@ -144,6 +146,19 @@ def _app(fid, seq, lst, n):
                 length=n, have=n)
 
 
+def _dag(fid, seq, lst, n):
+    """A trDAG message (tssb.trdag.message: ["tdag", root, children, depth, text])."""
+    root, text = lst[1], lst[4]
+    if not isinstance(text, str) or not (root is None or isinstance(root, bytes)):
+        return Post(fid, seq, APP, "malformed DAG message", DAG_TAG, length=n, have=n)
+    if root is None:
+        what = "new DAG: %s" % text
+    else:
+        what = "in DAG %s: %s" % (root.hex()[:16], text)
+    return Post(fid, seq, APP, _clip(what), DAG_TAG, tips=[root.hex()] if root else [],
+                length=n, have=n)
+
+
 def _is_tag(v):
     return isinstance(v, str) and 0 < len(v) <= _APP_TAG_MAX and v.isalpha() and v.isupper()
 
@@ -161,6 +176,8 @@ def decode(fid, seq, content, complete=True, length=None):
     else:
         if isinstance(v, list) and v and _is_tag(v[0]):
             return _app(fid, seq, v, n)
+        if isinstance(v, list) and len(v) == 5 and v[0] == DAG_TAG:
+            return _dag(fid, seq, v, n)
         if isinstance(v, bytes) and len(content) > 16:
             return Post(fid, seq, PRIVATE, "encrypted message", length=n, have=n)
     try:

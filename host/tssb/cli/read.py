@@ -1,8 +1,9 @@
 """`tssb read FEED [--follow]`: what a feed says, decoded (tssb.posts)."""
 import json
+import sys
 import time
 
-from tssb import posts
+from tssb import feedforks, posts
 from tssb.cli import CliError, open_home, resolve_feed
 
 FOLLOW_POLL_S = 0.5   # how often --follow looks for new entries (a bridge writes them)
@@ -67,10 +68,16 @@ def run(args):
         raise CliError("--duration goes with --follow and must be positive")
     ctx = open_home(args)
     try:
-        names = posts.names(ctx.store)
+        # hosts in the peers table go by the name given there (a host's feed id is its
+        # key), unless they named themselves (IAM)
+        names = {bytes(p["public"]): p["name"] for p in ctx.store.peers() if p["name"]}
+        names.update(posts.names(ctx.store))
         fid = resolve_feed(ctx, args.feed, names)
         if not ctx.store.has_feed(fid):
             raise CliError("feed %s is not in this store (see `tssb feeds`)" % fid.hex(), 1)
+        for seq in feedforks.of_feed(ctx.store, fid):
+            print("tssb: warning: " + feedforks.describe(ctx, fid, seq, names),
+                  file=sys.stderr)
         top = ctx.store.front(fid)[0]
         start = 1 if not args.last else max(1, top - args.last + 1)
         nxt = start

@@ -70,7 +70,7 @@ class MemDagIndex:
         return [m for m, msg in self._msgs.items() if msg.is_root]
 
 
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS trdag_msg (
     mid BLOB PRIMARY KEY,
     root BLOB NOT NULL,
@@ -92,7 +92,7 @@ class SqliteDagIndex:
     def __init__(self, db):
         """Args: db: a sqlite3.Connection (the host database or its own file)."""
         self.db = db
-        self.db.executescript(_SCHEMA)
+        self.db.executescript(SCHEMA)
 
     @classmethod
     def open(cls, path):
@@ -107,15 +107,19 @@ class SqliteDagIndex:
 
     def put(self, msg):
         db = self.db
-        db.execute("BEGIN IMMEDIATE")
+        outer = db.in_transaction     # a caller's transaction (e.g. a post) takes it along
+        if not outer:
+            db.execute("BEGIN IMMEDIATE")
         try:
             for c in msg.children:
                 db.execute("UPDATE trdag_msg SET tip=0 WHERE mid=?", (c,))
             db.execute("INSERT OR IGNORE INTO trdag_msg VALUES (?,?,?,?,?,?,?)",
                        (msg.mid, msg.root, msg.depth, 1, msg.fid, msg.seq, msg.element()))
-            db.execute("COMMIT")
+            if not outer:
+                db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if not outer:
+                db.execute("ROLLBACK")
             raise
 
     def members(self, root):

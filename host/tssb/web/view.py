@@ -15,8 +15,9 @@ import asyncio
 import logging
 import time
 
-from tinyssb import entry, link
+from tinyssb import link
 
+from tssb import ownfeed
 from tssb.web import server
 from tssb.web.eventlog import POLL_S, Follower
 from tssb.web.feeds import FeedIndex
@@ -171,7 +172,9 @@ class WebView:
         return out
 
     def post(self, content):
-        """Append to the host's feed; returns seq. Raises ValueError from the node."""
+        """Append to the host's feed; returns seq. Raises ValueError from the node, or
+        tssb.ownfeed.FeedBehind (a ValueError) while the own feed may be behind."""
+        ownfeed.check_front(self.ctx.store)
         if self.h is not None:
             seq = self.h.post(content)     # the node sends it on with its next claims
         else:
@@ -182,16 +185,9 @@ class WebView:
 
     def _append_own(self, content):
         """Author the next entry of our feed straight into the store (no node here: one
-        would read every feed first). A side chain goes in the same transaction."""
-        ident, store = self.ctx.identity, self.ctx.store
-        with store.transaction():
-            top, prev = store.front(ident.public)
-            au = entry.Author(ident.public, ident.sign, top, bytes(prev))
-            seq, pkt, mid, chunks = au.next(content)
-            store.append(ident.public, seq, pkt, mid)
-            for i, c in enumerate(chunks):
-                store.put_chunk(ident.public, seq, i, c)
-        self.ctx.events.emit("append", feed=ident.public.hex(), seq=seq, own=True)
+        would read every feed first); a bridge on this home sends it on."""
+        seq, _ = ownfeed.append(self.ctx.store, self.ctx.identity, content)
+        self.ctx.events.emit("append", feed=self.own_fid(), seq=seq, own=True)
         return seq
 
     # -- inputs ----------------------------------------------------------------------
