@@ -111,3 +111,27 @@ def board(tmp_path_factory):
     b = FakeBoard(str(tmp_path_factory.mktemp("board") / "flash"))
     yield b
     b.stop()
+
+
+def two_homes(tmp_path):
+    """Homes A and B sharing a network key, B serving in a thread, A listing B as "bee" at
+    its address. Returns (a, b, B's open Context, Server): close both when done."""
+    from tssb.context import Context
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert tssb("id", "--home", a).code == 0 and tssb("id", "--home", b).code == 0
+    ca, cb = Context.open(a), Context.open(b)
+    cb.set_network_key(ca.network_key)
+    server = Server(cb)
+    ca.store.add_peer(cb.identity.public, "bee", server.addr)
+    ca.close()
+    return a, b, cb, server
+
+
+def home_key(home):
+    """The hex public key (= own feed id) of a home."""
+    from tssb.context import Context
+    ctx = Context.open(home)
+    try:
+        return ctx.identity.public.hex()
+    finally:
+        ctx.close()

@@ -13,8 +13,7 @@ import time
 
 import pytest
 
-from conftest import Server, tssb
-from tssb.context import Context
+from conftest import tssb, two_homes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 README = os.path.join(os.path.dirname(os.path.dirname(HERE)), "README.md")
@@ -22,14 +21,7 @@ README = os.path.join(os.path.dirname(os.path.dirname(HERE)), "README.md")
 
 @pytest.fixture
 def pair(tmp_path):
-    """Homes A and B with one network key, B serving; A lists B as "bee" at its address."""
-    a, b = str(tmp_path / "a"), str(tmp_path / "b")
-    assert tssb("id", "--home", a).code == 0 and tssb("id", "--home", b).code == 0
-    ca, cb = Context.open(a), Context.open(b)
-    cb.set_network_key(ca.network_key)
-    server = Server(cb)
-    ca.store.add_peer(cb.identity.public, "bee", server.addr)
-    ca.close()
+    a, b, cb, server = two_homes(tmp_path)
     yield a, b, cb, server
     server.close()
     cb.close()

@@ -13,7 +13,7 @@ import json
 import os
 import socket
 
-from conftest import Server, tssb
+from conftest import Server, home_key, tssb
 from tssb.context import Context
 from tssb_spark import schema
 
@@ -93,17 +93,9 @@ def test_every_producer_writes_lines_the_schema_accepts(tmp_path, board):
     assert any(r["ok"] for r in done if r["proto"] == "trdag")
     assert any(r.get("reason") == "connection refused" for r in done)
     assert {r["peer"] for r in done} <= {cb.identity.public.hex(), bytes(range(32)).hex(),
-                                         cb_key(a)}
+                                         home_key(a)}
     assert any(r.get("mode", "").startswith("multi-") for r in done if r["proto"] == "trdag")
     nodes = {r["node"] for r in recs}
-    assert any(n.startswith("host-") for n in nodes) and len(nodes) >= 4, nodes
+    assert any(n.startswith("host-") for n in nodes) and "garden1" in nodes, nodes   # the board
     events = {r["event"] for r in recs}
     assert {"append", "sync_start", "sync_done", "rx", "tx"} <= events, events
-
-
-def cb_key(home):
-    ctx = Context.open(home)
-    try:
-        return ctx.identity.public.hex()
-    finally:
-        ctx.close()

@@ -9,7 +9,7 @@ import sys
 import textwrap
 import time
 
-from conftest import Server, tssb
+from conftest import home_key, tssb, two_homes
 from tinyssb import entry
 from tssb.context import Context
 
@@ -36,23 +36,12 @@ def _wait_stderr(p, words):
     raise AssertionError("never saw %r: %r" % (words, seen))
 
 
-def _two_homes(tmp_path):
-    """Homes A and B sharing a network key, B serving in a thread, A knowing B."""
-    a, b = str(tmp_path / "a"), str(tmp_path / "b")
-    assert tssb("id", "--home", a).code == 0 and tssb("id", "--home", b).code == 0
-    ca, cb = Context.open(a), Context.open(b)
-    cb.set_network_key(ca.network_key)
-    server = Server(cb)
-    ca.store.add_peer(cb.identity.public, "bee", server.addr)
-    ca.close()
-    return a, b, cb, server
-
-
 # -- many commands at once -----------------------------------------------------------------
 
 FORK_POSTS = textwrap.dedent("""
     import os, sys
-    from tssb.cli import main
+    from tssb.cli import build_parser, main
+    build_parser()     # every command module imported once, before the children fork
     home, n = sys.argv[1], int(sys.argv[2])
     kids = []
     for i in range(n):
@@ -126,13 +115,13 @@ def test_restore_then_post_waits_for_a_peer(tmp_path):
     """A restored home does not reuse seqs its own feed already has elsewhere: `post`
     refuses with the way out until a sync with a peer (which brings the newer entries),
     then continues the feed (on main it posted a second seq 2: a fork)."""
-    a, b, cb, server = _two_homes(tmp_path)
+    a, b, cb, server = two_homes(tmp_path)
     try:
         backup = str(tmp_path / "a.db")
         assert tssb("post", "--home", a, "one").code == 0
         assert tssb("store", "backup", backup, "--home", a).code == 0
         assert tssb("post", "--home", a, "two").code == 0
-        assert tssb("sync", "--peer", cb_addr(server), "--home", a).code == 0
+        assert tssb("sync", "--peer", server.addr, "--home", a).code == 0
         r = tssb("store", "restore", backup, "--home", a)
         assert r.code == 0 and "tssb sync" in r.err, r
         r = tssb("post", "--home", a, "three")
@@ -140,11 +129,11 @@ def test_restore_then_post_waits_for_a_peer(tmp_path):
             and "--force" in r.err, r
         r = tssb("dag", "post", "--home", a, "a root")
         assert r.code == 1 and "may be behind" in r.err, r
-        r = tssb("sync", "--peer", cb_addr(server), "--home", a)
+        r = tssb("sync", "--peer", server.addr, "--home", a)
         assert r.code == 0 and "confirmed" in r.err, r
         r = tssb("post", "--home", a, "three", "--json")
         assert r.code == 0 and json.loads(r.out)["seq"] == 3, r
-        assert tssb("sync", "--peer", cb_addr(server), "--home", a).code == 0
+        assert tssb("sync", "--peer", server.addr, "--home", a).code == 0
         r = tssb("store", "check", "--home", b)
         assert r.code == 0 and "fork" not in r.out, r
     finally:
@@ -152,14 +141,10 @@ def test_restore_then_post_waits_for_a_peer(tmp_path):
         cb.close()
 
 
-def cb_addr(server):
-    return server.addr
-
-
 def test_import_then_post_waits_and_force_forks_visibly(tmp_path):
     """A home made by `id --import` waits too; --force posts anyway, and the fork it makes
     is found by the next sync and named by sync, read, store check and the web view."""
-    a, b, cb, server = _two_homes(tmp_path)
+    a, b, cb, server = two_homes(tmp_path)
     try:
         for text in ("one", "two"):
             assert tssb("post", "--home", a, text).code == 0
@@ -178,12 +163,12 @@ def test_import_then_post_waits_and_force_forks_visibly(tmp_path):
         cc.close()
         r = tssb("sync", "--peer", server.addr, "--home", c, "--json")
         assert r.code == 0 and "your own feed" in r.err and "forked" in r.err, r
-        assert json.loads(r.out)["forks"] == [{"feed": cb_fid(a), "seq": 1}]
+        assert json.loads(r.out)["forks"] == [{"feed": home_key(a), "seq": 1}]
         # the peer that served the sync found it too
         r = tssb("store", "check", "--home", b, "--json")
-        assert json.loads(r.out)["forks"] == [{"feed": cb_fid(a), "seq": 1}], r
+        assert json.loads(r.out)["forks"] == [{"feed": home_key(a), "seq": 1}], r
         for home in (b, c):
-            r = tssb("read", cb_fid(a), "--home", home)
+            r = tssb("read", home_key(a), "--home", home)
             assert r.code == 0 and "seq 1" in r.err and "forked" in r.err, r
             r = tssb("store", "check", "--home", home)
             assert r.code == 0 and "fork" in r.out and "1 fork(s)" in r.out, r
@@ -192,7 +177,7 @@ def test_import_then_post_waits_and_force_forks_visibly(tmp_path):
         try:
             idx = FeedIndex(ctx.store)
             idx.refresh()
-            assert [s["forks"] for s in idx.summaries() if s["fid"] == cb_fid(a)] == [[1]]
+            assert [s["forks"] for s in idx.summaries() if s["fid"] == home_key(a)] == [[1]]
         finally:
             ctx.close()
     finally:
@@ -200,18 +185,10 @@ def test_import_then_post_waits_and_force_forks_visibly(tmp_path):
         cb.close()
 
 
-def cb_fid(home):
-    ctx = Context.open(home)
-    try:
-        return ctx.identity.public.hex()
-    finally:
-        ctx.close()
-
-
 def test_a_200_kb_post_reaches_the_other_home(tmp_path):
     """Every post a host accepts replicates: 200 KB (2,048 chunks) between two homes (on
     main side chains over 1,000 chunks were never fetched: "side chain incomplete")."""
-    a, b, cb, server = _two_homes(tmp_path)
+    a, b, cb, server = two_homes(tmp_path)
     try:
         data = os.urandom(200 * 1024)
         f = tmp_path / "big.bin"
@@ -221,7 +198,7 @@ def test_a_200_kb_post_reaches_the_other_home(tmp_path):
         assert "between hosts only" in r.err, r      # boards stop at 1000 chunks
         r = tssb("sync", "--peer", server.addr, "--home", a)
         assert r.code == 0, r
-        fid = bytes.fromhex(cb_fid(a))
+        fid = bytes.fromhex(home_key(a))
         from tssb import posts
         # the server may still be writing when the client's sync returns (a sync that
         # waits for the peer's confirmation is another change)

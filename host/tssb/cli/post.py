@@ -18,7 +18,7 @@ MAX_AIRTIME_MS = 9000
 # over 35 min of airtime per hop at SF7/125 kHz; the chain20 format itself allows 2^28.
 # Hosts fetch side chains up to this length (tssb.ownfeed), so every post replicates.
 MAX_READ = ownfeed.MAX_POST
-# Posts this long get progress lines on stderr while they are signed and stored.
+# Posts this long say on stderr that they are being signed and stored.
 PROGRESS_BYTES = 64 * 1024
 FRAME_OVERHEAD = 4          # CRC32 after each packet on air (tinyssb.frames)
 BOARD_PLAN_CONFIG = "board_plan"   # the plan the attached board reported last (tssb config)

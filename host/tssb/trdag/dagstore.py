@@ -14,6 +14,7 @@ their feed; others live in the DAG index only (per-object sync does not need who
 import sqlite3
 
 from tinyssb import entry
+from tssb import feedforks
 from tssb.trdag import message
 from tssb.trdag.errors import TrdagError
 
@@ -237,6 +238,9 @@ class Dag:
                     return
                 st.add_feed(msg.fid)
             top, front = st.front(msg.fid)
+            if msg.seq <= top and hasattr(st, "add_fork"):
+                # another entry holds this seq here: the feed forked (kept as proof)
+                feedforks.note(st, msg.fid, msg.seq, msg.prev, msg.pkt)
             if msg.seq != top + 1 or msg.prev != front:
                 return
             st.append(msg.fid, msg.seq, msg.pkt, msg.mid)

@@ -1,5 +1,6 @@
 """The feeds view's data: each feed's front, display name, progress and forks (the seqs
-where two signed entries are known: tssb.feedforks), and pages of its decoded posts (tssb.posts: the same decoding as `tssb read`, side chains reassembled).
+where two signed entries are known: tssb.feedforks), and pages of its decoded posts
+(tssb.posts: the same decoding as `tssb read`, side chains reassembled).
 
 `FeedIndex.refresh()` compares the store with what it last saw and returns the feeds
 that changed, so the server pushes only those. Names come from a feed's latest IAM post,

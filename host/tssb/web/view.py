@@ -226,10 +226,13 @@ class WebView:
 
     async def _feeds_loop(self):
         last_full = 0.0
+        version = None
         while True:
             await asyncio.sleep(FEEDS_TICK_S)
             now = time.monotonic()
-            if now - last_full >= FEEDS_POLL_S:
+            # another process committed (a post, a sync): look now, not at the next poll
+            seen, version = version, self.ctx.store.data_version()
+            if now - last_full >= FEEDS_POLL_S or (seen is not None and version != seen):
                 last_full = now
                 self._dirty.clear()
                 changed = self.feeds.refresh()
