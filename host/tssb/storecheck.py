@@ -28,6 +28,7 @@ the copy, checks it, and only then replaces a home's store, holding the home alo
 import importlib
 import os
 import re
+import shutil
 import sqlite3
 import time
 import urllib.parse
@@ -107,9 +108,9 @@ def check(store, progress=None):
               "use the tssb that wrote it" % (r.schema, MIGRATIONS[-1][0]))
     r.foreign, changed = schema_problems(db)
     for kind, name, table in r.foreign:
-        r.add("schema", None, None, "%s %r%s is not part of a tssb store (%s)" % (
+        r.add("schema", None, None, "%s %r%s is not part of a tssb store%s" % (
             kind, name, " on %s" % table if table != name else "",
-            "it runs on writes to its table" if kind == "trigger" else "foreign"))
+            " (it runs on writes to %s)" % table if kind == "trigger" else ""))
     for name in changed:
         r.add("schema", None, None, "table %s is defined otherwise than tssb defines it"
               % name)
@@ -120,7 +121,8 @@ def check(store, progress=None):
         return r          # what the layers below read cannot be trusted to have its shape
     ident = store.identity()
     if ident is None:
-        r.add("identity", None, None, "no identity (restore one: `tssb id --import FILE`)")
+        r.add("identity", None, None, "no identity: restore a backup that has it, or `tssb "
+              "id` makes a new one (posting then to a new feed)")
     elif len(ident[0]) != 32 or crypto.publickey(bytes(ident[0])) != bytes(ident[1]):
         r.add("identity", None, None, "the stored seed does not give the stored public key")
     fids = sorted(bytes(f) for f in store.feeds())
@@ -374,9 +376,14 @@ def restore(path, home):
         raise IsADirectoryError(21, "a directory, not a backup file", path)
     if not os.path.isfile(path):
         raise FileNotFoundError(2, "No such file", path)
-    make_home(home)
-    with homelock.alone(home):
-        return _restore(path, home)
+    made = make_home(home)
+    try:
+        with homelock.alone(home):
+            return _restore(path, home)
+    except BaseException:
+        if made:     # a home made for this restore: nothing of it stays
+            shutil.rmtree(home, ignore_errors=True)
+        raise
 
 
 def _restore(path, home):

@@ -1,8 +1,7 @@
 """The smaller things a user meets, each as expected: exit statuses, peers and addresses,
 reading by peer name, DAG commands, post progress, flashing checks, listen's lines, store
 file names and paths, sync errors in words, and README's "sync two hosts" as written.
-(`deploy --dry-run` without a port and a second bridge on a busy port: test_cli_table,
-tests/bridge/test_bridge_home.py.)"""
+(A second bridge on a busy port: tests/bridge/test_bridge_home.py.)"""
 import argparse
 import json
 import os
@@ -136,6 +135,10 @@ def test_flash_dry_run_checks_the_image_and_warns_of_the_erase(tmp_path):
     junk.write_text("not firmware")
     r = tssb("flash", "--board", "tbeam", "--image", junk, "--dry-run")
     assert r.code == 1 and "not an ESP32 firmware image" in r.err, r
+    # a dry run touches no board: a port that is not there is only printed
+    r = tssb("deploy", "--board", "heltec-v3", "--plan", "EU868.a", "--dry-run", "--port",
+             "/dev/ttyNOPE")
+    assert r.code == 0 and "mpremote connect /dev/ttyNOPE" in r.out, r
 
 
 def test_listen_says_the_board_in_words():

@@ -288,7 +288,7 @@ def test_restore_refuses_bad_types_and_foreign_table_shapes(tmp_path):
         r = tssb("store", "restore", backup, "--home", home)
         assert r.code == 1 and words in r.err and "Traceback" not in r.err, (sql, r)
         assert len(r.err.strip().splitlines()) == 1, r
-        assert not os.path.exists(os.path.join(home, "tssb.db"))
+        assert not os.path.exists(home)
 
 
 def test_import_of_a_nested_or_mistyped_identity(tmp_path):

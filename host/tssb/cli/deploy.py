@@ -78,8 +78,8 @@ def run(args, runner=None, list_fn=None):
         raise CliError("--plan is required: the LoRa band the board may transmit in")
     cfg = node_config(args.board, args.plan, args.name, not args.no_ble, args.ble_name,
                       getattr(args, "power", None), getattr(args, "sf", None))
-    try:
-        port = "PORT" if args.dry_run and not args.port else \
+    try:   # a dry run touches no board: the port, given or not, is only printed
+        port = (args.port or "PORT") if args.dry_run else \
             ports.choose(board, args.port, list_fn() if list_fn else None)
     except FlashError as e:
         raise CliError(str(e), EXIT_FAILURE)
