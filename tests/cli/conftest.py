@@ -48,6 +48,32 @@ def tssb(*argv, stdin=None):
     return Result(code, out.getvalue(), err.getvalue())
 
 
+STARTUP_S = 30.0     # a subprocess has this long to get to the point of interest
+
+
+def spawn(*argv):
+    """`tssb ARGV` in a process of its own (stdout and stderr piped)."""
+    import subprocess
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "tssb"] + [str(a) for a in argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def wait_stderr(p, words):
+    """Read the process's stderr until a line holds `words`; returns the lines read."""
+    lines = []
+    end = time.monotonic() + STARTUP_S
+    while time.monotonic() < end:
+        line = p.stderr.readline().decode()
+        if not line:
+            break
+        lines.append(line)
+        if words in line:
+            return lines
+    p.kill()
+    raise AssertionError("never saw %r: %r" % (words, lines))
+
+
 class FakeBoard:
     """The firmware on a pty: commands answered as the board's host loop does."""
 

@@ -6,13 +6,10 @@ import argparse
 import json
 import os
 import re
-import subprocess
-import sys
-import time
 
 import pytest
 
-from conftest import tssb, two_homes
+from conftest import spawn, tssb, two_homes, wait_stderr
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 README = os.path.join(os.path.dirname(os.path.dirname(HERE)), "README.md")
@@ -170,13 +167,9 @@ def test_sync_errors_name_no_protocol_states():
 def test_id_network_says_a_running_serve_must_restart(tmp_path):
     home = str(tmp_path / "h")
     assert tssb("id", "--home", home).code == 0
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    p = subprocess.Popen([sys.executable, "-m", "tssb", "serve", "--port", "0", "--home", home],
-                         stderr=subprocess.PIPE, env=env)
+    p = spawn("serve", "--port", "0", "--home", home)
     try:
-        end = time.monotonic() + 30
-        while time.monotonic() < end and "serving" not in p.stderr.readline().decode():
-            pass
+        wait_stderr(p, "serving")
         r = tssb("id", "--network", "new", "--home", home)
         assert r.code == 0 and "tssb serve (pid %d)" % p.pid in r.err and "restart" in r.err, r
     finally:
@@ -201,19 +194,13 @@ def test_readme_sync_two_hosts_runs_as_written(tmp_path):
     info_b = json.loads(r.out)
     assert info_b["network_fingerprint"] == info_a["network_fingerprint"]
     # serve first (on a free port), so the address B records is the one A listens on
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
     serve = cmds[4].split()[1:]
     serve[serve.index("0.0.0.0")] = "127.0.0.1"
     assert tssb(*cmds[3].replace("B_ID", info_b["id"]).split()[1:], "--home", a).code == 0
-    p = subprocess.Popen([sys.executable, "-m", "tssb"] + serve + ["--port", "0", "--home", a],
-                         stderr=subprocess.PIPE, env=env)
+    p = spawn(*serve, "--port", "0", "--home", a)
     try:
-        port = None
-        end = time.monotonic() + 30
-        while port is None and time.monotonic() < end:
-            m = re.search(r"serving \S+ on 127\.0\.0\.1:(\d+)", p.stderr.readline().decode())
-            port = m and m.group(1)
-        addr = "127.0.0.1:%s" % port
+        line = wait_stderr(p, "serving")[-1]
+        addr = "127.0.0.1:%s" % re.search(r" on 127\.0\.0\.1:(\d+)", line).group(1)
         r = tssb(*cmds[2].replace("A_ID", info_a["id"]).replace("A_HOST:8008", addr)
                  .split()[1:], "--home", b)
         assert r.code == 0, r

@@ -9,32 +9,9 @@ import sys
 import textwrap
 import time
 
-from conftest import home_key, tssb, two_homes
+from conftest import home_key, spawn, tssb, two_homes, wait_stderr
 from tinyssb import entry
 from tssb.context import Context
-
-STARTUP_S = 30.0
-
-
-def _spawn(*argv):
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "tssb"] + [str(a) for a in argv],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-
-
-def _wait_stderr(p, words):
-    end = time.monotonic() + STARTUP_S
-    seen = []
-    while time.monotonic() < end:
-        line = p.stderr.readline().decode()
-        if not line:
-            break
-        seen.append(line)
-        if words in line:
-            return
-    p.kill()
-    raise AssertionError("never saw %r: %r" % (words, seen))
-
 
 # -- many commands at once -----------------------------------------------------------------
 
@@ -91,9 +68,9 @@ def test_restore_refused_while_serve_runs(tmp_path):
     assert tssb("id", "--home", home).code == 0
     assert tssb("post", "--home", home, "one").code == 0
     assert tssb("store", "backup", backup, "--home", home).code == 0
-    p = _spawn("serve", "--port", 0, "--home", home)
+    p = spawn("serve", "--port", 0, "--home", home)
     try:
-        _wait_stderr(p, "serving")
+        wait_stderr(p, "serving")
         r = tssb("store", "restore", backup, "--home", home)
         assert r.code == 1 and "tssb serve (pid %d)" % p.pid in r.err, r
         assert "stop it first" in r.err and len(r.err.strip().splitlines()) == 1
