@@ -146,23 +146,30 @@ def _norm_sql(sql):
     return re.sub(r"\s*([(),])\s*", r"\1", sql)
 
 
-_OWN = None
+_OWN = None   # (own_objects(), names of the tables only LAZY_SCHEMAS make)
+
+
+def _own():
+    global _OWN
+    if _OWN is None:
+        st = Store(":memory:")
+        try:
+            migrated = {n for (n,) in st.db.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+            for module, attr in LAZY_SCHEMAS:
+                st.db.executescript(getattr(importlib.import_module(module), attr))
+            objects = {(t, n): _norm_sql(sql) for t, n, sql in st.db.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL")}
+        finally:
+            st.close()
+        _OWN = (objects, {n for t, n in objects if t == "table"} - migrated)
+    return _OWN
 
 
 def own_objects():
     """{(type, name): normalised SQL} of every table, index, view and trigger a tssb
     store may hold: the migrations' and the LAZY_SCHEMAS'."""
-    global _OWN
-    if _OWN is None:
-        st = Store(":memory:")
-        try:
-            for module, attr in LAZY_SCHEMAS:
-                st.db.executescript(getattr(importlib.import_module(module), attr))
-            _OWN = {(t, n): _norm_sql(sql) for t, n, sql in st.db.execute(
-                "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL")}
-        finally:
-            st.close()
-    return _OWN
+    return _own()[0]
 
 
 def _has_table(db, name):
@@ -462,9 +469,15 @@ def _own_objects_only(path, tmp):
             foreign, changed = schema_problems(db)
         except sqlite3.DatabaseError as e:
             raise NotABackup("%s is not a tssb store backup (%s)" % (path, e))
-        if changed:
-            raise NotABackup("%s is not a tssb store backup: its table %s is defined "
-                             "otherwise than tssb defines it" % (path, changed[0]))
+        for name in changed:
+            # an empty table of an older layout that its module makes on first use
+            # (clock_blocked's first one) goes; one holding data, or a migration's, stops
+            if name in _own()[1] and db.execute('SELECT 1 FROM "%s" LIMIT 1'
+                                                % name).fetchone() is None:
+                foreign.append(("table", name, name))
+            else:
+                raise NotABackup("%s is not a tssb store backup: its table %s is defined "
+                                 "otherwise than tssb defines it" % (path, name))
         try:
             db.execute("BEGIN")
             drop_foreign(db, foreign)
