@@ -9,8 +9,10 @@ Every host command and protocol service gets a `Context`:
                  the live file logs/events.jsonl.live rotates into closed *.jsonl files
   ctx.network_key  the 32-byte secret-handshake network key of this deployment
 """
+import errno
 import os
 import secrets
+import sys
 import threading
 import time
 
@@ -22,7 +24,8 @@ except ImportError:  # pragma: no cover - not POSIX: rotation is then per proces
 import nacl.bindings
 from tinyssb import eventlog
 
-from tssb.store import DB_NAME, open_store
+from tssb.homelock import Hold
+from tssb.store import DB_NAME, make_home, open_store
 
 # The SSB main-net "caps" key (Scuttlebutt Protocol Guide, "Handshake"); selectable with
 # `tssb id --network ssb-main`. The default for tssb is a fresh per-deployment key.
@@ -97,23 +100,32 @@ class EventLog:
         self.path = path
         self.dir = os.path.dirname(path)
         self._lock = threading.Lock()
-        os.makedirs(self.dir, exist_ok=True)
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+        except OSError:
+            pass   # read-only media (above); any other cause shows when a line is written
         self.clock = clock or wall_ms
         self.rotate_bytes = rotate_bytes
         self.rotate_s = rotate_s
         self._log = eventlog.EventLog(node, self.write_line, self.clock)
         self.node = node
         self._born = {}   # inode of the live file -> time.time() this process first saw it
-        with self._locked():
-            legacy = os.path.join(self.dir, os.path.basename(LEGACY_EVENT_FILE))
-            if os.path.exists(legacy):
-                os.replace(legacy, self._closed_name())
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                return
-            if time.time() - st.st_mtime >= rotate_s:
-                self._rotate()    # left open by an earlier run and idle since
+        try:
+            with self._locked():
+                legacy = os.path.join(self.dir, os.path.basename(LEGACY_EVENT_FILE))
+                if os.path.exists(legacy):
+                    os.replace(legacy, self._closed_name())
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    return
+                if time.time() - st.st_mtime >= rotate_s:
+                    self._rotate()    # left open by an earlier run and idle since
+        except PermissionError:
+            pass   # a home on read-only media: readable; writing an event fails then
+        except OSError as e:
+            if e.errno != errno.EROFS:
+                raise
 
     def _locked(self):
         return _FileLock(os.path.join(self.dir, ".events.lock"), self._lock)
@@ -187,14 +199,15 @@ class _FileLock:
 class Context:
     """Open data directory. Create with `Context.open(home)`."""
 
-    def __init__(self, home, store, identity, events):
+    def __init__(self, home, store, identity, events, hold=None):
         self.home = home
         self.store = store
         self.identity = identity
         self.events = events
+        self.hold = hold
 
     @classmethod
-    def open(cls, home=None, create=True, clock=None):
+    def open(cls, home=None, create=True, clock=None, holder=None):
         """Open (by default creating) a data directory.
 
         A new directory gets a fresh identity and a fresh random network key, so two
@@ -204,30 +217,47 @@ class Context:
             home: data directory; None means default_home().
             create: make the identity and network key if missing.
             clock: the event log's clock (see EventLog); None means the wall clock.
+            holder: what to call this process when the home is found held
+                (tssb.homelock: "tssb serve"); default: the program's name.
         Returns:
-            Context.
+            Context. It holds the home (tssb.homelock.Hold) until closed, so that its
+            store is not replaced under it.
         Raises:
             NoHome: create is False and the directory has no store or no identity
                 (nothing is created then).
+            tssb.homelock.HomeBusy: the store is being replaced (restore, import).
         """
         home = os.path.abspath(home or default_home())
         if not create and not os.path.isfile(os.path.join(home, DB_NAME)):
             raise NoHome("no tssb home at %s (run `tssb id`)" % home)
-        store = open_store(home)
-        got = store.identity()
-        if got is None:
-            if not create:
-                store.close()
-                raise NoHome("no identity in %s (run `tssb id`)" % home)
-            ident = Identity.generate()
-            store.set_identity(ident.seed, ident.public)
-        else:
-            ident = Identity(got[0])
-        if store.get_config(NETWORK_KEY_CONFIG) is None and create:
-            store.set_config(NETWORK_KEY_CONFIG, secrets.token_bytes(32))
-        events = EventLog(os.path.join(home, EVENT_FILE), "host-" + ident.public.hex()[:12],
-                          clock)
-        return cls(home, store, ident, events)
+        if create:
+            make_home(home)
+        # held before the store is opened: a store replaced meanwhile is never the one
+        # this process writes into
+        hold = Hold(home, holder or os.path.basename(sys.argv[0] or "python"))
+        try:
+            store = open_store(home)
+        except BaseException:
+            hold.release()
+            raise
+        try:
+            got = store.identity()
+            if got is None:
+                if not create:
+                    raise NoHome("no identity in %s (run `tssb id`)" % home)
+                ident = Identity.generate()
+                store.set_identity(ident.seed, ident.public)
+            else:
+                ident = Identity(got[0])
+            if store.get_config(NETWORK_KEY_CONFIG) is None and create:
+                store.set_config(NETWORK_KEY_CONFIG, secrets.token_bytes(32))
+            events = EventLog(os.path.join(home, EVENT_FILE),
+                              "host-" + ident.public.hex()[:12], clock)
+        except BaseException:
+            store.close()
+            hold.release()
+            raise
+        return cls(home, store, ident, events, hold)
 
     @property
     def network_key(self):
@@ -243,6 +273,9 @@ class Context:
 
     def close(self):
         self.store.close()
+        if self.hold is not None:
+            self.hold.release()
+            self.hold = None
 
 
 def parse_public_key(text):

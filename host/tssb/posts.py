@@ -1,6 +1,6 @@
 """Reading what feeds say: entry content with its side chain, decoded into posts.
 
-Two producers write into feeds, and a reader meets both:
+Three producers write into feeds, and a reader meets them all:
 - `tssb post --raw TEXT` (and every `tssb post` before the app format): the UTF-8 text
   itself as the content;
 - the tinySSB Android app, the Python chat client / pub and `tssb post`/`dm`/`name`: BIPF
@@ -12,6 +12,7 @@ Two producers write into feeds, and a reader meets both:
       other tags (KAN, TTT, TRT, DEL, ...)                shown by tag
   A BIPF byte string at the top level is a box (tssb.chat.box): with our keys it is
   opened, and a private TAV inside carries a sixth element, its members' refs.
+- our own `tssb dag post`: ["tdag", root, children, depth, text] (tssb.trdag.message).
 
 Everything here is untrusted input from the mesh: decoding never raises on content, and
 callers that render posts (terminal, web) must still escape the text they get.
@@ -38,6 +39,7 @@ OPEN = "open"          # opened with our key
 DAMAGED = "damaged"    # a slot opened, the body did not (a box that would crash the app)
 
 MAX_TEXT = 64 * 1024   # longest text handed to a renderer (a side chain may hold 2^28 bytes)
+DAG_TAG = "tdag"       # our own application DAGs (`tssb dag post`, tssb.trdag.message)
 _APP_TAG_MAX = 8       # app tags are short ASCII words
 _MIN_BOX = 16          # a top-level BIPF byte string shorter than a MAC is no box
 LOC_PREFIX = "pfx:loc/plus,"   # the app's location prefix: "pfx:loc/plus,<code>|text"
@@ -207,6 +209,19 @@ def _app(fid, seq, lst, n, opened=False):
     return p
 
 
+def _dag(fid, seq, lst, n):
+    """A trDAG message (tssb.trdag.message: ["tdag", root, children, depth, text])."""
+    root, text = lst[1], lst[4]
+    if not isinstance(text, str) or not (root is None or isinstance(root, bytes)):
+        return Post(fid, seq, APP, "malformed DAG message", DAG_TAG, length=n, have=n)
+    if root is None:
+        what = "new DAG: %s" % text
+    else:
+        what = "in DAG %s: %s" % (root.hex()[:16], text)
+    return Post(fid, seq, APP, _clip(what), DAG_TAG, tips=[root.hex()] if root else [],
+                length=n, have=n)
+
+
 def _is_tag(v):
     return isinstance(v, str) and 0 < len(v) <= _APP_TAG_MAX and v.isalpha() and v.isupper()
 
@@ -251,6 +266,8 @@ def decode(fid, seq, content, complete=True, length=None, keys=None):
     else:
         if isinstance(v, list) and v and _is_tag(v[0]):
             return _app(fid, seq, v, n)
+        if isinstance(v, list) and len(v) == 5 and v[0] == DAG_TAG:
+            return _dag(fid, seq, v, n)
         if isinstance(v, bytes) and len(content) > _MIN_BOX:
             return _private(fid, seq, v, n, keys)
     try:

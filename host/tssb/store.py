@@ -23,6 +23,7 @@ import sqlite3
 import stat
 import threading
 import time
+import urllib.parse
 
 # Sizes from the tinySSB wire format (reference/tinyssb-wire.md): 32-byte feed ids,
 # 120-byte log entries and chunks, 20-byte message ids.
@@ -35,6 +36,10 @@ KEY_LEN = 32
 DB_NAME = "tssb.db"
 HOME_MODE = 0o700   # only the owner may list or enter the home
 DB_MODE = 0o600     # only the owner may read the seed and the network key
+# How long a write waits while another process of the same home writes: the longest
+# transaction is a 1 MiB post (an entry and ~10,500 chunks signed and stored at once), a
+# few seconds on a slow disk; sixty posts at once queue behind each other.
+BUSY_TIMEOUT_S = 60.0
 
 log = logging.getLogger("tssb.store")
 
@@ -159,6 +164,20 @@ MIGRATIONS.append((3, """
     """))
 
 
+# 4: fork evidence. Two validly signed entries of one feed at one seq, from any path that
+# brings entries (SETU, clock sync), as a proof of the clock's format (clock/forks.py:
+# both 176-byte feed events, smaller MID first). The clock module created this table on
+# first use before; its definition is the same.
+MIGRATIONS.append((4, """
+        CREATE TABLE IF NOT EXISTS clock_forks (
+            fid   BLOB NOT NULL,
+            seq   INTEGER NOT NULL,
+            proof BLOB NOT NULL,
+            PRIMARY KEY (fid, seq)
+        );
+    """))
+
+
 def register_migration(version, script):
     """Append a schema step (for modules that own further tables).
 
@@ -184,19 +203,56 @@ class Store:
 
     def __init__(self, path):
         self.path = path
-        # One connection, shared by the asyncio thread and helper threads; the lock
-        # serialises use. isolation_level=None: we issue BEGIN/COMMIT ourselves.
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._lock = threading.RLock()
         self._depth = 0
+        self.readonly = False
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db = self._open(path)
+        except sqlite3.OperationalError as e:
+            if path == ":memory:" or not _readonly_error(e):
+                raise
+            # Read-only media or permissions: what is there can still be read (read,
+            # feeds, backup, check); a write then fails with SQLite's read-only error.
+            self._db = self._open_readonly(path, e)
+            self.readonly = True
+
+    def _open(self, path):
+        # One connection, shared by the asyncio thread and helper threads; the lock
+        # serialises use. isolation_level=None: we issue BEGIN/COMMIT ourselves.
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                             timeout=BUSY_TIMEOUT_S)
+        self._db = db
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except BaseException:
-            self._db.close()
+            db.close()
             raise
+        return db
+
+    @staticmethod
+    def _open_readonly(path, why):
+        uri = "file:%s" % urllib.parse.quote(os.path.abspath(path))
+        # mode=ro reads a WAL database when its -shm can be made or is there; on a
+        # read-only file system it is not, and only `immutable` (no locking, no WAL: a
+        # cleanly closed store has none) opens it.
+        for query in ("?mode=ro", "?immutable=1"):
+            try:
+                db = sqlite3.connect(uri + query, uri=True, isolation_level=None,
+                                     check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+            except sqlite3.OperationalError:
+                continue
+            try:
+                db.execute("SELECT MAX(version) FROM schema_version").fetchall()
+                return db
+            except sqlite3.OperationalError:
+                db.close()
+            except BaseException:
+                db.close()
+                raise
+        raise why
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -247,6 +303,11 @@ class Store:
                         if stmt.strip():
                             self._db.execute(stmt)
                     self._db.execute("INSERT INTO schema_version VALUES (?)", (version,))
+
+    def data_version(self):
+        """A number that changes whenever another connection (another process on this
+        home) committed a change since it was last read (SQLite's PRAGMA data_version)."""
+        return self._one("PRAGMA data_version")[0]
 
     def schema_version(self):
         """Returns: the highest migration applied."""
@@ -337,6 +398,20 @@ class Store:
                 raise StoreError("chunk out of order: %r" % (cnr,))
             self._db.execute("INSERT INTO chunks VALUES (?, ?, ?, ?)", (fid, seq, cnr, chunk))
 
+    def put_chain(self, fid, seq, chunks):
+        """Store the whole side chain of entry `seq` at once (an entry we authored, whose
+        chain we built): one statement, not a count per chunk.
+
+        Raises:
+            StoreError: the entry already has chunks, or a chunk of the wrong size.
+        """
+        fid = bytes(fid)
+        rows = [(fid, seq, i, _check_len("chunk", c, PKT_LEN)) for i, c in enumerate(chunks)]
+        with self.transaction():
+            if self.chunk_count(fid, seq):
+                raise StoreError("entry %d already has chunks" % seq)
+            self._db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?)", rows)
+
     def chunk(self, fid, seq, cnr):
         row = self._one("SELECT chunk FROM chunks WHERE fid=? AND seq=? AND cnr=?",
                         (bytes(fid), seq, cnr))
@@ -361,14 +436,29 @@ class Store:
 
     # -- peers (the session allow-list) ----------------------------------------------
 
-    def add_peer(self, public, name="", addr=""):
-        """Allow a peer (or update its name/address). Returns: True if it was new."""
+    def add_peer(self, public, name=None, addr=None):
+        """Allow a peer, or update what is given of its name and address (None keeps the
+        stored value; "" clears it). Returns: True if it was new.
+
+        Raises:
+            StoreError: `addr` is already another peer's address (tssb.addr.same_addr).
+        """
+        from tssb.addr import same_addr
         public = _check_len("peer key", public, KEY_LEN)
         with self.transaction():
+            if addr:
+                for other, other_addr in self._q("SELECT public, addr FROM peers WHERE "
+                                                 "public != ? AND addr != ''", (public,)):
+                    if same_addr(addr, other_addr):
+                        raise StoreError("%s is already the address of peer %s"
+                                         % (addr, bytes(other).hex()))
             new = self._one("SELECT 1 FROM peers WHERE public=?", (public,)) is None
-            self._db.execute(
-                "INSERT INTO peers VALUES (?, ?, ?, ?) ON CONFLICT(public) DO UPDATE "
-                "SET name=excluded.name, addr=excluded.addr", (public, name, addr, int(time.time())))
+            if new:
+                self._db.execute("INSERT INTO peers VALUES (?, ?, ?, ?)",
+                                 (public, name or "", addr or "", int(time.time())))
+            else:
+                self._db.execute("UPDATE peers SET name=COALESCE(?, name), "
+                                 "addr=COALESCE(?, addr) WHERE public=?", (name, addr, public))
         return new
 
     def remove_peer(self, public):
@@ -386,9 +476,13 @@ class Store:
         return self._one("SELECT 1 FROM peers WHERE public=?", (bytes(public),)) is not None
 
     def peer_by_addr(self, addr):
-        """Returns: the public key of the peer recorded at `addr` ("host:port"), or None."""
-        row = self._one("SELECT public FROM peers WHERE addr=?", (addr,))
-        return None if row is None else row[0]
+        """Returns: the public key of the peer recorded at `addr` ("host:port"), or None.
+        Addresses match as tssb.addr.same_addr says (localhost is 127.0.0.1, ...)."""
+        from tssb.addr import same_addr
+        for public, stored in self._q("SELECT public, addr FROM peers WHERE addr != ''"):
+            if same_addr(addr, stored):
+                return public
+        return None
 
     # -- config ----------------------------------------------------------------------
 
@@ -439,6 +533,33 @@ class Store:
         return self._one("SELECT 1 FROM blocked_feeds WHERE fid=? AND how=?",
                          (bytes(fid), how)) is not None
 
+    # -- fork evidence (tssb.feedforks) ----------------------------------------------
+
+    def add_fork(self, fid, seq, proof):
+        """Keep the proof of a fork of feed `fid` at `seq` (the first one stays).
+
+        Returns: True if no proof for (fid, seq) was kept before.
+        """
+        with self.transaction():
+            cur = self._db.execute("INSERT OR IGNORE INTO clock_forks (fid, seq, proof) "
+                                   "VALUES (?, ?, ?)", (bytes(fid), seq, bytes(proof)))
+            return cur.rowcount > 0
+
+    def forks(self, fid=None):
+        """Returns: [(fid, seq, proof)] of the kept fork proofs, by feed and seq (none in
+        a read-only store from before the table)."""
+        sql = "SELECT fid, seq, proof FROM clock_forks"
+        try:
+            if fid is None:
+                rows = self._q(sql + " ORDER BY fid, seq")
+            else:
+                rows = self._q(sql + " WHERE fid=? ORDER BY seq", (bytes(fid),))
+        except sqlite3.OperationalError:
+            if not self.readonly:
+                raise
+            return []
+        return [(bytes(f), s, bytes(p)) for f, s, p in rows]
+
     # -- GOSET keys ------------------------------------------------------------------
 
     def add_goset_key(self, key):
@@ -454,6 +575,20 @@ class Store:
             self._db.execute("DELETE FROM goset_keys WHERE key=?", (bytes(key),))
 
 
+def _readonly_error(e):
+    low = str(e).lower()
+    return "readonly" in low or "read-only" in low or "unable to open" in low
+
+
+def make_home(home):
+    """Create the data directory, private (0700), if missing. Returns: True if made."""
+    if os.path.isdir(home):
+        return False
+    os.makedirs(home, mode=HOME_MODE)
+    os.chmod(home, HOME_MODE)     # makedirs' mode is filtered by the umask
+    return True
+
+
 def open_store(home):
     """Open (creating) the store of a data directory. Returns: Store.
 
@@ -461,10 +596,7 @@ def open_store(home):
     others in gets a warning (logger "tssb.store") once the store is open, not a change:
     the user chose it.
     """
-    new_home = not os.path.isdir(home)
-    if new_home:
-        os.makedirs(home, mode=HOME_MODE)
-        os.chmod(home, HOME_MODE)     # makedirs' mode is filtered by the umask
+    new_home = make_home(home)
     path = os.path.join(home, DB_NAME)
     new_db = False
     try:   # create it private before SQLite opens it (O_EXCL: never touch an existing one)

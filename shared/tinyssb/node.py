@@ -315,6 +315,46 @@ class Node:
         """Take a banned feed's key again when the network announces it."""
         self.goset.banned.discard(bytes(fid))
 
+    def reload(self, fid):
+        """Read feed `fid` from the store again: another writer of the same store (a
+        second process on a host) appended entries or chunks this node did not see.
+        A stored feed the node does not replicate yet is taken up if the GOSET has room.
+        New entries of our own feed are pushed as a post's are.
+
+        Returns: True if the node's view of the feed changed.
+        """
+        fid = bytes(fid)
+        r = self.replicas.get(fid)
+        if r is None:
+            cap = self.goset.capacity
+            room = cap if not self.extended else cap - min(RESERVE, cap // 2)
+            if len(self.goset) >= room or not self.store.has_feed(fid) or \
+                    self.store.front(fid)[0] == 0:
+                return False      # as _load chooses at start
+            self.goset.add(fid, PINNED)
+            self._add_replica(fid)
+            self._refresh()
+            return True
+        old = (r.max_seq, [(s, c.cnr) for s, c in r.chains.items()])
+        # what neighbours asked of this feed stays owed (their WANT is still standing)
+        owed = self.deferred.get(fid)
+        owed_chunks = [(k, v) for k, v in self.deferred_chunks.items() if k[0] == fid]
+        self._drop_replica(fid)
+        r = self._add_replica(fid)
+        if owed is not None:
+            self.deferred[fid] = owed
+        for k, v in owed_chunks:
+            self.deferred_chunks[k] = v
+        if old == (r.max_seq, [(s, c.cnr) for s, c in r.chains.items()]):
+            return False
+        if self.author is not None and fid == self.author.fid:
+            self.author.seq, self.author.prev = r.max_seq, r.prev
+            if self.extended:
+                for seq in range(old[0] + 1, r.max_seq + 1):
+                    self.outbox.extend(self._owed_entry(r, seq, None))
+                    self.outbox.extend(self._owed_chunks(r, seq))
+        return True
+
     def _make_room(self, now=None):
         """Make a verified feed dormant (not followed, least recently active, and with
         `now`: idle for BUSY_FEED_MS); True if one was found (extended mode)."""

@@ -48,6 +48,32 @@ def tssb(*argv, stdin=None):
     return Result(code, out.getvalue(), err.getvalue())
 
 
+STARTUP_S = 30.0     # a subprocess has this long to get to the point of interest
+
+
+def spawn(*argv):
+    """`tssb ARGV` in a process of its own (stdout and stderr piped)."""
+    import subprocess
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "tssb"] + [str(a) for a in argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def wait_stderr(p, words):
+    """Read the process's stderr until a line holds `words`; returns the lines read."""
+    lines = []
+    end = time.monotonic() + STARTUP_S
+    while time.monotonic() < end:
+        line = p.stderr.readline().decode()
+        if not line:
+            break
+        lines.append(line)
+        if words in line:
+            return lines
+    p.kill()
+    raise AssertionError("never saw %r: %r" % (words, lines))
+
+
 class FakeBoard:
     """The firmware on a pty: commands answered as the board's host loop does."""
 
@@ -111,3 +137,27 @@ def board(tmp_path_factory):
     b = FakeBoard(str(tmp_path_factory.mktemp("board") / "flash"))
     yield b
     b.stop()
+
+
+def two_homes(tmp_path):
+    """Homes A and B sharing a network key, B serving in a thread, A listing B as "bee" at
+    its address. Returns (a, b, B's open Context, Server): close both when done."""
+    from tssb.context import Context
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert tssb("id", "--home", a).code == 0 and tssb("id", "--home", b).code == 0
+    ca, cb = Context.open(a), Context.open(b)
+    cb.set_network_key(ca.network_key)
+    server = Server(cb)
+    ca.store.add_peer(cb.identity.public, "bee", server.addr)
+    ca.close()
+    return a, b, cb, server
+
+
+def home_key(home):
+    """The hex public key (= own feed id) of a home."""
+    from tssb.context import Context
+    ctx = Context.open(home)
+    try:
+        return ctx.identity.public.hex()
+    finally:
+        ctx.close()

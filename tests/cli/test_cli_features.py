@@ -10,41 +10,18 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import Server, tssb
+from conftest import Server, spawn, tssb, wait_stderr
 from tinyssb import bipf, crypto, entry
 from tssb import cli
 from tssb.context import EVENT_FILE, Context
 
 STOP_S = 5.0         # a command must be gone this soon after Ctrl-C (it takes < 1 s)
-STARTUP_S = 30.0     # a subprocess has this long to get to the point of interest
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING) +tssb\.\w+: ")
-
-
-def _spawn(*argv):
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "tssb"] + [str(a) for a in argv],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-
-
-def _wait_stderr(p, words):
-    """Read the process's stderr until a line holds `words`; returns the lines read."""
-    lines = []
-    end = time.monotonic() + STARTUP_S
-    while time.monotonic() < end:
-        line = p.stderr.readline().decode()
-        if not line:
-            break
-        lines.append(line)
-        if words in line:
-            return lines
-    p.kill()
-    raise AssertionError("never saw %r: %r" % (words, lines))
 
 
 def _interrupt(p):
@@ -57,7 +34,7 @@ def _interrupt(p):
         p.kill()
         raise AssertionError("still running %g s after Ctrl-C" % STOP_S)
     took = time.monotonic() - t0
-    # read(), not communicate(): _wait_stderr's readline may hold lines in the buffer
+    # read(), not communicate(): wait_stderr's readline may hold lines in the buffer
     return p.returncode, p.stdout.read().decode(), p.stderr.read().decode(), took
 
 
@@ -82,8 +59,8 @@ def test_sigint_mid_sync_stops_at_once_and_keeps_the_store(home, tmp_path):
     c.store.add_peer(bytes(range(32)), "silent", addr)
     c.close()
     try:
-        p = _spawn("sync", "--peer", addr, "--home", home)
-        _wait_stderr(p, "connecting to")
+        p = spawn("sync", "--peer", addr, "--home", home)
+        wait_stderr(p, "connecting to")
         conn, _ = srv.accept()
         code, out, err, took = _interrupt(p)
         conn.close()
@@ -100,16 +77,16 @@ def test_sigint_mid_sync_stops_at_once_and_keeps_the_store(home, tmp_path):
 
 
 def test_sigint_mid_sim(tmp_path):
-    p = _spawn("sim", "random50", "--logs", tmp_path / "logs")
-    _wait_stderr(p, "s virtual")            # the first progress line: mid-run
+    p = spawn("sim", "random50", "--logs", tmp_path / "logs")
+    wait_stderr(p, "s virtual")            # the first progress line: mid-run
     code, out, err, _ = _interrupt(p)
     assert code == 130 and err.strip().endswith("tssb: interrupted"), (code, err)
     assert "Traceback" not in err
 
 
 def test_sigint_stops_serve_with_timestamped_logs(home):
-    p = _spawn("serve", "--port", 0, "--home", home)
-    lines = _wait_stderr(p, "serving")
+    p = spawn("serve", "--port", 0, "--home", home)
+    lines = wait_stderr(p, "serving")
     code, _, err, _ = _interrupt(p)
     lines += err.splitlines()
     assert code == 0 and "stopped" in lines[-1], (code, lines)

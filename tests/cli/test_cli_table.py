@@ -86,7 +86,7 @@ def world(tmp_path_factory, board):
          "b_key": cb.identity.public.hex(), "board": board}
     ca.close()
     img = t / "fw.bin"
-    img.write_bytes(b"\xe9" + bytes(1023))
+    img.write_bytes(b"\xe9" + bytes(11) + b"\x09\x00" + bytes(1010))   # ESP32-S3 header
     w["image"] = str(img)
     (t / "tiny.toml").write_text(
         'name = "tiny"\nduration_s = 120\n[topology]\nkind = "line"\nnodes = 2\n'

@@ -350,12 +350,12 @@ def test_cli_increment_refusals_and_show_lists_blocks(tmp_path, capsys):
     assert code == 0
     root = out.split()[0]
     code, _, err = _tssb(capsys, home, "increment", root)
-    assert code == 2 and "not_participant (Rule 1" in err
+    assert code == 1 and "not_participant (Rule 1" in err
     assert _tssb(capsys, home, "join", root)[0] == 0
     # R = 1 designates everyone, but T = 1 h after the Initiate has not passed: refused
     # before building the chain, saying when it becomes allowed.
     code, _, err = _tssb(capsys, home, "increment", root)
-    assert code == 2 and "too_early (Rule 1/2: minimum delay" in err and "allowed from" in err
+    assert code == 1 and "too_early (Rule 1/2: minimum delay" in err and "allowed from" in err
     # an offender's increment reaches us: blocked, and `show` says so after reopening
     from tssb.context import Context
     ctx = Context.open(home)

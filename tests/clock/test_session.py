@@ -200,11 +200,13 @@ def test_usage_errors_are_clear(hosts, capsys):
              (["--peer", server.addr, "--feed", "zz"], "64 hex digits"),
              (["--peer", server.addr, "--feed", "ab" * 32, "--mode", "threads"],
               "cannot be combined"),
-             (["--peer", server.addr, "--n", "0"], "out of range"),
-             (["--peer", "127.0.0.1:1"], "tssb peer add")]
+             (["--peer", server.addr, "--n", "0"], "out of range")]
     for argv, text in cases:
         code, _, err = tssb(capsys, "clock", "sync", "--home", home_b, *argv)
         assert code == 2 and text in err, (argv, err)
+    # well-formed, but no peer known there: a failure (as `tssb sync` says it)
+    code, _, err = tssb(capsys, "clock", "sync", "--home", home_b, "--peer", "127.0.0.1:1")
+    assert code == 1 and "tssb peer add" in err, err
     assert not sync_events(b)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import tssb_boards
 from tssb.cli import CliError
+from tssb.flash import FlashError
 from tssb.flash import bundle, esptool_run, mpremote_run, ports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -77,7 +78,7 @@ def test_esptool_failures_become_clear_messages(message, expect):
 
     def fake_main(args):
         raise FatalError(message)
-    with pytest.raises(CliError) as e:
+    with pytest.raises(FlashError) as e:
         esptool_run.run(["x"], tssb_boards.get("heltec-v2"), "/dev/ttyUSB0", fake_main)
     assert expect in str(e.value)
 
@@ -88,7 +89,7 @@ def test_serial_exception_permission():
     def fake_main(args):
         raise serial.SerialException("[Errno 13] could not open port /dev/ttyACM0: "
                                      "[Errno 13] Permission denied: '/dev/ttyACM0'")
-    with pytest.raises(CliError, match="no permission to open /dev/ttyACM0.*dialout"):
+    with pytest.raises(FlashError, match="no permission to open /dev/ttyACM0.*dialout"):
         esptool_run.run(["x"], tssb_boards.get("t3s3"), "/dev/ttyACM0", fake_main)
 
 
@@ -104,9 +105,9 @@ def test_port_choice_by_usb_hints(monkeypatch):
               ("/dev/ttyUSB1", CP[0], CP[1], "CP2102")]
     assert ports.choose(b, ports=listed) == "/dev/ttyUSB1"
     two = listed + [("/dev/ttyUSB2", CP[0], CP[1], "CP2102")]
-    with pytest.raises(CliError, match="several serial ports.*ttyUSB1.*ttyUSB2.*--port"):
+    with pytest.raises(FlashError, match="several serial ports.*ttyUSB1.*ttyUSB2.*--port"):
         ports.choose(b, ports=two)
-    with pytest.raises(CliError, match="no USB serial port found"):
+    with pytest.raises(FlashError, match="no USB serial port found"):
         ports.choose(b, ports=[("/dev/ttyS0", None, None, "n/a")])
     # no hint matches: any single USB serial port is taken
     assert ports.choose(b, ports=listed[:2]) == "/dev/ttyUSB0"
@@ -115,10 +116,10 @@ def test_port_choice_by_usb_hints(monkeypatch):
 def test_port_permission_and_missing(tmp_path, monkeypatch):
     dev = tmp_path / "ttyUSB9"
     dev.write_bytes(b"")
-    with pytest.raises(CliError, match="does not exist"):
+    with pytest.raises(FlashError, match="does not exist"):
         ports.check_access(str(tmp_path / "nope"))
     monkeypatch.setattr(ports.os, "access", lambda p, m: False)
-    with pytest.raises(CliError, match="no permission to open .*dialout"):
+    with pytest.raises(FlashError, match="no permission to open .*dialout"):
         ports.check_access(str(dev))
     ports.check_access("rfc2217://host:4000")   # remote ports are left to the tool
 
@@ -135,7 +136,7 @@ def flash_args(**kw):
 def test_flash_runs_esptool_with_board_offset(tmp_path, monkeypatch, capsys):
     from tssb.cli import flash as cmd_flash
     img = tmp_path / "fw.bin"
-    img.write_bytes(b"\x00" * 64)
+    img.write_bytes(b"\xe9" + bytes(63))   # an ESP32 image header (chip id 0)
     monkeypatch.setattr(ports, "check_access", lambda p: None)
     seen = []
     rc = cmd_flash.run(flash_args(board="tbeam", port="/dev/ttyUSB3", image=str(img)),
@@ -248,7 +249,7 @@ def test_prepare_script_on_micropython(tmp_path):
 def test_mpremote_failures(stderr, expect):
     def runner(cmd, **kw):
         return types.SimpleNamespace(returncode=1, stderr=stderr)
-    with pytest.raises(CliError, match=expect):
+    with pytest.raises(FlashError, match=expect):
         mpremote_run.run(["connect", "/dev/ttyACM0"], "/dev/ttyACM0", runner)
 
 

@@ -46,7 +46,7 @@ def test_post_show_sync(tmp_path, capsys):
     code, out, _ = tssb(capsys, "dag", "show", "--home", ha, root)
     assert code == 0 and "5 messages, max depth 5, 1 tips" in out
     code, _, err = tssb(capsys, "dag", "post", "--home", ha, "--root", "00" * 20, "x")
-    assert code == 2 and "unknown_root" in err
+    assert code == 1 and "no DAG with root" in err
     assert tssb(capsys, "dag", "show", "--home", ha, "nothex")[0] == 2
 
     ca, cb = Context.open(ha), Context.open(hb)

@@ -13,6 +13,9 @@ from tssb.bridge.serial_link import BAUD, BoardPort, SerialLink, open_no_reset
 from tssb.chat.service import Service
 
 STATUS_EVERY_S = 10.0
+# A board running the firmware answers the host's HELLO at once (one turn of its host
+# loop); nothing heard this long after opening the port means no board is there.
+NO_BOARD_S = 3.0
 
 
 # A board's "ts" before this (2000-01-01, Unix ms) is its uptime: TIME has not reached it.
@@ -82,7 +85,7 @@ def attach_board(h, ctx, resolve, on_event, baud=BAUD, on_state=None):
 
 async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_udp=False,
               udp_iface="0.0.0.0", udp_port=udp.PORT, duration=None, say=print, ble=(),
-              ble_factory=None, web=None):
+              ble_factory=None, web=None, warn=None):
     """Run the bridge.
 
     Args:
@@ -92,7 +95,7 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
         ws_connect: WebSocket URIs to keep connected to.
         use_udp: join the UDP multicast group.
         duration: seconds to run, or None for ever.
-        say: progress output.
+        say: progress output; warn: what the user must act on (default: say).
         ble: Bluetooth addresses of boards to keep connected to (bleak);
             ble_factory: a BleakClient stand-in (tests).
         web: a view started once the ports are up and closed at the end
@@ -126,6 +129,8 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
     if use_udp:
         await udp.open_multicast(h, udp.GROUP, udp_port, udp_iface)
         say("udp multicast %s:%d on %s" % (udp.GROUP, udp_port, udp_iface))
+    if sl is not None:
+        tasks.append(asyncio.ensure_future(watch_board(port, sl, warn or say)))
     start = time.monotonic()
     try:
         if web is not None:
@@ -136,7 +141,7 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
             await asyncio.sleep(max(0.0, left))
             say("feeds %d  rx %d  tx %d  ports %d%s" % (
                 len(ctx.store.feeds()), h.stats["rx"], h.stats["tx"], len(h.ports),
-                "  board %s" % ("up" if sl.connected else "down") if sl else ""))
+                "  board %s" % board_state(port, sl) if sl else ""))
     finally:
         for t in tasks:
             t.cancel()
@@ -152,6 +157,36 @@ async def run(ctx, resolve=None, baud=BAUD, ws_listen=None, ws_connect=(), use_u
     out["feeds"] = len(ctx.store.feeds())
     out["board_events"] = sink.written
     return out
+
+
+def board_state(port, sl):
+    """"up" (the board answers), "silent" (the port is open, nothing answers) or "down"."""
+    if not sl.connected:
+        return "down"
+    return "up" if port.heard else "silent"
+
+
+async def watch_board(port, sl, say, quiet_s=NO_BOARD_S):
+    """Say, once per connection, when nothing answers on an open port: the wrong port, or
+    a board without the tinySSB firmware (a stock MicroPython REPL says nothing we
+    decode)."""
+    seen = 0          # the connection watched (sl.connects)
+    since = heard = None
+    while True:
+        await asyncio.sleep(min(0.25, quiet_s / 4))
+        if not sl.connected:
+            continue
+        if sl.connects != seen:
+            seen, since, heard = sl.connects, time.monotonic(), port.heard
+        elif since is not None and port.heard == heard and \
+                time.monotonic() - since >= quiet_s:
+            since = None
+            say("no board answers on %s (%g s after opening it, %d bytes heard): is it the "
+                "board's port (`tssb bridge --list`), and does the board run the tinySSB "
+                "firmware (`tssb deploy`)? still listening" % (
+                    sl.port, quiet_s, sl.bytes_in))
+        elif port.heard != heard:
+            since = None
 
 
 def _dedup(say):

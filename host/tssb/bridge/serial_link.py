@@ -36,9 +36,25 @@ def open_no_reset(port, baud=BAUD):
     s.write_timeout = WRITE_TIMEOUT_S
     s.dtr = False
     s.rts = False
+    # one process per board: a second bridge (or listen, config, web --serial) on the same
+    # port would split the board's frames between them (flock on POSIX)
     s.exclusive = True
-    s.open()
+    try:
+        s.open()
+    except serial.SerialException as e:
+        if "exclusively lock" in str(e):
+            raise PortBusy(port) from None
+        raise
     return s
+
+
+class PortBusy(serial.SerialException):
+    """Another process holds the serial port (its flock)."""
+
+    def __init__(self, port):
+        super().__init__("%s is in use by another process (a `tssb bridge`, `tssb listen` "
+                         "or `tssb web --serial`?): stop it first" % port)
+        self.port = port
 
 
 class SerialLink:
@@ -166,6 +182,7 @@ class BoardPort:
         self.on_event = on_event
         self.device = None      # the board's HELLO
         self.counts = {"rx": 0, "tx_mirror": 0, "events": 0}
+        self.heard = 0          # link messages from the board, of any kind
         self._rid = 0
         self._waiting = {}
 
@@ -174,6 +191,7 @@ class BoardPort:
             self.link.write(link.tx(pkt))
 
     def on_message(self, m):
+        self.heard += 1
         kind = m[0]
         if kind == "rx":
             self.counts["rx"] += 1

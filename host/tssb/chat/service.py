@@ -32,16 +32,21 @@ class Service:
         self.inbox = Inbox(ctx.store, ctx.identity)
         self.recorder = None
         self.banned = set()
+        self.behind = False     # the own feed's front is not confirmed: receipts wait
         if hostnode is not None:
             self.recorder = Recorder(ctx.store, ctx.identity.public)
             self.recorder.attach(hostnode)
             self.banned = set(hostnode.node.goset.banned)
 
     def write(self, content):
-        """Append to our feed (through the node when there is one). Returns: seq."""
-        if self.h is not None:
-            return self.h.post(content)
-        return ownfeed.append(self.ctx, content)
+        """Append to our feed (through the node when there is one). Returns: seq.
+
+        Raises: ownfeed.FeedBehind while the own feed may be behind (the receipts stay
+        owed until a sync confirms it)."""
+        if self.h is None:
+            return ownfeed.post(self.ctx, content)
+        ownfeed.check_front(self.ctx.store)
+        return self.h.post(content)
 
     def round(self):
         """One round of upkeep. Returns: the seqs of the receipts written."""
@@ -59,6 +64,12 @@ class Service:
         while True:
             try:
                 self.round()
+            except ownfeed.FeedBehind as e:     # receipts wait for a sync (said once)
+                if not self.behind:
+                    log.warning("receipts wait: %s", e)
+                self.behind = True
             except (ValueError, OSError, sqlite3.Error) as e:   # a busy or full store: next round
                 log.warning("chat upkeep: %s", e)
+            else:
+                self.behind = False
             await asyncio.sleep(period)

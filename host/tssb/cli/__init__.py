@@ -82,7 +82,18 @@ def build_parser():
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in command_modules():
         importlib.import_module(__name__ + "." + name).register(sub)
+    _name_commands(p)
     return p
+
+
+def _name_commands(parser):
+    """Each command's parser sets `command_name` ("tssb dag sync"): how a refusal names
+    the process holding a home (tssb.homelock)."""
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in a.choices.values():
+                sub.set_defaults(command_name=sub.prog)
+                _name_commands(sub)
 
 
 def log_level(args):
@@ -107,9 +118,25 @@ def setup_logging(level):
 
 
 def home_path(args):
-    """The absolute data directory the arguments name."""
+    """The absolute data directory the arguments name. Raises: CliError when it names
+    a file (e.g. the store itself: --home ~/.tssb/tssb.db)."""
     from tssb.context import default_home
-    return os.path.abspath(args.home or default_home())
+    home = os.path.abspath(args.home or default_home())
+    if os.path.isfile(home):
+        if os.path.basename(home) == "tssb.db" or _is_sqlite(home):
+            raise CliError("%s is a store file; the home is the directory that holds it: "
+                           "--home %s" % (home, os.path.dirname(home)))
+        raise CliError("%s is a file, not a data directory: --home names a directory"
+                       % home)
+    return home
+
+
+def _is_sqlite(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def require_home(args):
@@ -129,12 +156,16 @@ def open_home(args, create=False, clock=None):
     a CliError saying how to create it.
     """
     from tssb.context import Context, NoHome
+    from tssb.homelock import HomeBusy
     home = home_path(args)
     try:
-        return Context.open(home, create=create or args.init, clock=clock)
+        return Context.open(home, create=create or args.init, clock=clock,
+                            holder=getattr(args, "command_name", "tssb"))
     except NoHome:
         raise CliError("no tssb home at %s: create one with `tssb id --home %s` (or add "
                        "--init)" % (home, home), EXIT_FAILURE)
+    except HomeBusy as e:
+        raise CliError("%s: try again when it is done" % e, EXIT_FAILURE)
 
 
 MIN_FEED_PREFIX = 8   # hex digits: 2^32 prefixes, unambiguous in any store of real size
@@ -168,19 +199,27 @@ def resolve_feed(ctx, text, known_names=None):
 
 def peer_address(text, option="--peer"):
     """(host, port) of "HOST:PORT" ([v6] brackets allowed). Raises: CliError."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    from tssb.addr import parse
+    try:
+        return parse(text)
+    except ValueError:
         raise CliError("%s must be HOST:PORT, got %r" % (option, text))
-    return host.strip("[]"), int(port)
 
 
 def session_failure(e, where):
     """A CliError (failure) for a secure session that could not be had with `where`."""
     from tssb.channel import ChannelClosed
     from tssb.session import ProtocolError, StreamRefused
+    from tssb.session import net
     if isinstance(e, ProtocolError) and e.reason == "handshake refused":
-        text = "%s (compare `tssb id` network fingerprints; on the server, `tssb peer add` " \
-               "our key; here, check the server's key in `tssb peer list`)" % e
+        key_hint = "compare the `tssb id` network fingerprints of both hosts: if they " \
+                   "differ, give one the other's key with `tssb id --network HEX`; if they " \
+                   "match, that `tssb serve` started before its key changed: restart it"
+        peer_hint = "is our key in the server's peers list (`tssb peer add KEY` there), and " \
+                    "is its key right here (`tssb peer list`)?"
+        hint = {net.REFUSED_AT_HELLO: key_hint, net.REFUSED_AT_AUTH: peer_hint}.get(
+            str(e).partition(": ")[2], key_hint + "; " + peer_hint)
+        text = "%s (%s)" % (e, hint)
     elif isinstance(e, ProtocolError):
         text = "secure session failed: %s" % e
     elif isinstance(e, StreamRefused):

@@ -19,9 +19,11 @@ PROMPT_S = 10.0   # a board resets and boots to its REPL in a few seconds
 def check_port(port, baud=115200):
     """Fail at once (CliError) when the port cannot be opened."""
     import serial
-    from tssb.bridge.serial_link import open_no_reset
+    from tssb.bridge.serial_link import PortBusy, open_no_reset
     try:
         open_no_reset(port, baud).close()
+    except PortBusy as e:
+        raise CliError(str(e), EXIT_FAILURE)
     except (serial.SerialException, OSError) as e:
         why = getattr(e, "strerror", None) or str(e)
         if "lock" in why.lower():

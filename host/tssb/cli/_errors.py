@@ -38,8 +38,8 @@ def _store_error(e, home):
                     "it is done" % (home, text))
         if "disk" in low and "full" in low:
             return "the disk holding %s is full (%s): free some space" % (home, text)
-    return ("the store in %s is damaged (%s): see `tssb store check`, or restore a backup "
-            "with `tssb store restore FILE` (docs/store.md)" % (home, text))
+    return ("the store in %s is damaged (%s): `tssb store check --home %s` tells what can be "
+            "mended and how (docs/store.md)" % (home, text, home))
 
 
 def _os_error(e):
@@ -79,6 +79,9 @@ SUBSYSTEM_ERRORS = (
     ("tssb.store", "StoreError", "the store refused a write"),
     ("tssb.bridge.ports", "PortChoiceError", "no board port"),
     ("tssb.flash.bundle", "BundleError", "cannot build the firmware bundle"),
+    ("tssb.flash", "FlashError", "flashing failed"),
+    ("tssb.homelock", "HomeBusy", "the home is busy"),
+    ("tssb.ownfeed", "FeedBehind", "refused"),
     ("tinyssb.errors", "WireError", "malformed data"),
 )
 
@@ -94,7 +97,11 @@ def _subsystem_error(e):
 def explain(e, args):
     """One line for an expected exception, or None for a bug."""
     if isinstance(e, sqlite3.Error):
-        return _store_error(e, cli.home_path(args))
+        try:
+            home = cli.home_path(args)
+        except cli.CliError:
+            home = args.home
+        return _store_error(e, home)
     line = _subsystem_error(e)
     if line is not None:
         return line

@@ -50,8 +50,7 @@ def run(args):
             raise CliError(str(e), EXIT_FAILURE)
         # after an unplug the board may come back under another name: re-detect then
         resolve = (lambda: args.port) if args.port else (lambda: ports.choose(None))
-        if args.port:
-            board.check_port(args.port, args.baud)
+        board.check_port(first, args.baud)     # missing or held by another process
         log.info("board port %s", first)
     ws_listen = peer_address(args.ws_listen, "--ws-listen") if args.ws_listen else None
     if args.duration is not None and not args.duration > 0:
@@ -60,7 +59,7 @@ def run(args):
     try:
         out = run_async(runner.run(ctx, resolve, args.baud, ws_listen, args.ws_connect,
                                    args.udp, args.udp_iface, duration=args.duration,
-                                   ble=args.ble, say=log.info))
+                                   ble=args.ble, say=log.info, warn=log.warning))
     except KeyboardInterrupt:
         log.info("stopped")
         return 0

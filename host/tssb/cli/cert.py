@@ -2,7 +2,7 @@
 import json
 import sys
 
-from tssb.cli import CliError, open_home, resolve_feed
+from tssb.cli import EXIT_FAILURE, CliError, open_home, resolve_feed
 
 FORMS = ("auto", "bridging", "compact", "head")
 MAX_FILE = 64 * 1024  # certificates are < 4.2 KB and fork proofs < 8.5 KB; refuse more
@@ -72,7 +72,7 @@ def _certlog(ctx, fid):
     try:
         return CertLog(SqliteRecords.for_store(ctx.store), fid)
     except CertError as e:
-        raise CliError("cannot open the certificate table: %s" % e)
+        raise CliError("cannot open the certificate table: %s" % e, EXIT_FAILURE)
 
 
 def _progress(done, total):
@@ -109,23 +109,26 @@ def cmd_make(args):
     try:
         fid = resolve_feed(ctx, args.feed)
         if not ctx.store.has_feed(fid):
-            raise CliError("feed %s is not stored here" % fid.hex())
+            raise CliError("feed %s is not stored here (see `tssb feeds`)" % fid.hex(),
+                           EXIT_FAILURE)
         log = _certlog(ctx, fid)
         try:
             _extend_own(ctx, log)
             top = ctx.store.front(fid)[0]
             if not 1 <= args.seq <= top:
-                raise CliError("SEQ must be 1..%d (entries held of this feed)" % top)
+                raise CliError("entry %d is not stored here: this host holds entries 1..%d of "
+                               "the feed" % (args.seq, top), EXIT_FAILURE)
             if log.front() < args.seq:
                 raise CliError("entry %d is not certified: this host has the author's records "
-                               "up to %d only" % (args.seq, log.front()))
+                               "up to %d only" % (args.seq, log.front()), EXIT_FAILURE)
             anchor = _anchor(args, log)
             if anchor > log.front():
                 raise CliError("anchor %d not available yet: certified up to %d (the compact "
-                               "form needs the feed grown to %d)" % (anchor, log.front(), anchor))
+                               "form needs the feed grown to %d)" % (anchor, log.front(), anchor),
+                               EXIT_FAILURE)
             cert = log.certificate(ctx.store, args.seq, anchor)
         except CertError as e:
-            raise CliError(str(e))
+            raise CliError(str(e), EXIT_FAILURE)
         raw = cert.encode()
         out = args.output or "%s-%d.tssbcert" % (fid.hex()[:16], args.seq)
         with open(out, "wb") as f:

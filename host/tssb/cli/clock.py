@@ -6,7 +6,10 @@ import time
 
 from tssb.clock.service import store_db
 
-from tssb.cli import CliError, open_home, peer_address, run_async
+from tssb.addr import format_addr
+from tssb import synclog
+from tssb.cli import EXIT_FAILURE, CliError, open_home, peer_address, run_async, \
+    session_failure
 
 DEFAULT_TIMEOUT = 120.0   # seconds for one whole sync (connect, handshake, all rounds)
 
@@ -138,34 +141,27 @@ def cmd_sync(args):
         raise CliError("secure sessions (tssb.session) are not available in this build")
     ctx = _ctx(args)
     try:
-        peer = ctx.store.peer_by_addr("%s:%d" % (host, port))
+        peer = ctx.store.peer_by_addr(format_addr(host, port))
         if peer is None:
-            raise CliError("no peer known at %s:%d; add it with `tssb peer add KEY --addr %s:%d`"
-                           % (host, port, host, port))
-
-        def failed(reason, text):
-            ctx.events.emit("sync_done", proto="clock", peer=peer.hex(), ok=False, mode=mode,
-                            reason=reason)
-            return CliError("clock sync with %s failed: %s" % (args.peer, text), status=1)
+            raise CliError("%s: no peer known at this address: add it with `tssb peer add KEY "
+                           "--addr %s` (KEY: what `tssb id` shows there)"
+                           % (args.peer, args.peer), EXIT_FAILURE)
 
         print("clock sync (%s) with %s ..." % (mode, args.peer), file=sys.stderr)
         try:
             summary = run_async(sync_with(ctx, host, port, peer, mode, key, args.n, args.k,
                                             args.timeout))
-        except session.ProtocolError as e:
-            raise failed("handshake refused", "%s (is our key in its peers list, and do we "
-                         "share its network key?)" % e)
-        except session.StreamRefused as e:
-            raise failed("stream refused", "the peer refused the clock stream: %s" % e)
-        except ChannelClosed as e:
-            raise failed("closed", "session closed: %s" % e)
-        except asyncio.TimeoutError:
-            raise failed("timeout", "no result within %g s" % args.timeout)
         except KeyboardInterrupt:
-            failed("interrupted", "")
+            synclog.done(ctx.events, "clock", peer, False, "interrupted", mode)
             raise
-        except OSError as e:
-            raise CliError("cannot reach %s: %s" % (args.peer, e), status=1)
+        except asyncio.TimeoutError:
+            synclog.done(ctx.events, "clock", peer, False, "timeout", mode)
+            raise CliError("clock sync with %s failed: no result within %g s (raise "
+                           "--timeout)" % (args.peer, args.timeout), EXIT_FAILURE)
+        except (OSError, ValueError, ChannelClosed, session.ProtocolError,
+                session.StreamRefused) as e:
+            synclog.done(ctx.events, "clock", peer, False, e, mode)
+            raise session_failure(e, args.peer)
     finally:
         ctx.close()
     if args.json:

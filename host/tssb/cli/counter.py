@@ -3,7 +3,7 @@ import json
 import sys
 import time
 
-from tssb.cli import CliError
+from tssb.cli import EXIT_FAILURE, CliError
 from tssb.clock.service import store_db
 
 
@@ -36,21 +36,29 @@ def _state(ctx, root_hex):
     repo = _repo(ctx)
     st = repo.counter(root)
     if st is None:
-        raise CliError("unknown counter %s" % root_hex)
+        raise CliError("unknown counter %s (`tssb clock sync --mode threads` fetches the "
+                       "counters peers follow)" % root_hex, EXIT_FAILURE)
     for ev, e in repo.rejected(root):   # stored before verification existed, or tampered
         print("rejected stored message %s: %s" % (ev.eid.hex()[:12], _rule(e)))
     return repo, st
 
 
-def _ctx(args):
-    from tssb.cli.clock import _ctx as ctx
-    return ctx(args)
+def _in_home(fn):
+    """The command fn(args, ctx) with the home open, and closed whatever happens."""
+    def run(args):
+        from tssb.cli import open_home
+        ctx = open_home(args)
+        try:
+            return fn(args, ctx)
+        finally:
+            ctx.close()
+    return run
 
 
-def cmd_init(args):
+@_in_home
+def cmd_init(args, ctx):
     from tssb.clock import counter as C
     from tssb.clock.errors import ClockError
-    ctx = _ctx(args)
     try:
         p = C.Params(args.n, args.k, args.max_range, args.delay_ms, args.ratio, args.links)
     except ClockError as e:
@@ -61,16 +69,16 @@ def cmd_init(args):
     return 0
 
 
-def cmd_join(args):
+@_in_home
+def cmd_join(args, ctx):
     from tssb.clock import counter as C
     from tssb.clock.errors import ClockError
-    ctx = _ctx(args)
     repo, st = _state(ctx, args.counter)
     refs = st.top() or [st.root]
     try:
         fate = repo.post(C.participate(ctx.identity.seed, st.root, refs, _now(), not args.leave))
     except ClockError as e:
-        raise CliError("refused: %s" % _rule(e))
+        raise CliError("refused: %s" % _rule(e), EXIT_FAILURE)
     print("left" if args.leave else "participating")
     if fate == "held":
         print("held back (Rule 2 temporary block: we are a designated incrementer past %s); "
@@ -78,9 +86,9 @@ def cmd_join(args):
     return 0
 
 
-def cmd_show(args):
+@_in_home
+def cmd_show(args, ctx):
     from tssb.clock import counter as C
-    ctx = _ctx(args)
     repo, st = _state(ctx, args.counter)
     me = ctx.identity.public
     blocked = repo.blocked(st.root)
@@ -109,16 +117,16 @@ def cmd_show(args):
     return 0
 
 
-def cmd_increment(args):
+@_in_home
+def cmd_increment(args, ctx):
     from tssb.clock import counter as C
     from tssb.clock.errors import ClockError, CounterError
-    ctx = _ctx(args)
     repo, st = _state(ctx, args.counter)
     me = ctx.identity.public
     try:   # the rules that waiting cannot fix, before we spend T building the chain
         refs, earliest = st.plan(me, _now())
     except CounterError as e:
-        raise CliError("refused: %s" % _rule(e))
+        raise CliError("refused: %s" % _rule(e), EXIT_FAILURE)
     p = st.params
     start = max(_now(), max(st.msgs[r].ts for r in refs))
     gap = max(1, p.delay_ms // p.links)
@@ -126,7 +134,7 @@ def cmd_increment(args):
     if earliest > chain_end and not args.wait:
         raise CliError("refused: too_early (%s): allowed from %s (in %d s); rerun then or use "
                        "--wait" % (C.RULES["too_early"], _when(earliest),
-                                   max(1, (earliest - _now() + 999) // 1000)))
+                                   max(1, (earliest - _now() + 999) // 1000)), EXIT_FAILURE)
     print("designated; earliest timestamp %s; building the hash chain (%d links, ~%d s)" % (
         _when(earliest), p.links, (chain_end - start) // 1000), flush=True, file=sys.stderr)
     stamps = []
@@ -144,7 +152,7 @@ def cmd_increment(args):
     try:
         repo.post(ev)   # verified against the rules first; a refusal stores nothing
     except ClockError as e:
-        raise CliError("refused: %s" % _rule(e))
+        raise CliError("refused: %s" % _rule(e), EXIT_FAILURE)
     print("counter now %d (%s)" % (repo.counter(st.root).value(), ev.eid.hex()))
     return 0
 

@@ -4,8 +4,8 @@ import os
 import sys
 import tempfile
 
-from tssb.cli import CliError, _board
-from tssb.flash import bundle, mpremote_run, ports
+from tssb.cli import EXIT_FAILURE, CliError, _board
+from tssb.flash import FlashError, bundle, mpremote_run, ports
 
 
 def register(subparsers):
@@ -80,8 +80,11 @@ def run(args, runner=None, list_fn=None):
         raise CliError("--plan is required: the LoRa band the board may transmit in")
     cfg = node_config(args.board, args.plan, args.name, not args.no_ble, args.ble_name,
                       getattr(args, "power", None), getattr(args, "sf", None))
-    port = "PORT" if args.dry_run and not args.port else \
-        ports.choose(board, args.port, list_fn() if list_fn else None)
+    try:   # a dry run touches no board: the port, given or not, is only printed
+        port = (args.port or "PORT") if args.dry_run else \
+            ports.choose(board, args.port, list_fn() if list_fn else None)
+    except FlashError as e:
+        raise CliError(str(e), EXIT_FAILURE)
     tmp = None
     out = args.bundle_dir
     if out is None:
@@ -97,7 +100,7 @@ def run(args, runner=None, list_fn=None):
         try:
             info = bundle.build(os.path.join(out, "bundle"), progress=progress)
         except bundle.BundleError as e:
-            raise CliError(str(e))
+            raise CliError(str(e), EXIT_FAILURE)
         print("bundle: %d modules, %d bytes of .mpy" % (len(info["files"]) - 2,
                                                          info["mpy_bytes"]))
         cfg_file = os.path.join(out, "config.json")
@@ -111,7 +114,10 @@ def run(args, runner=None, list_fn=None):
         if _board.hand_console_to_repl(port):
             print("the tinySSB firmware was running on %s: restarted the board into the "
                   "MicroPython REPL for mpremote" % port)
-        mpremote_run.run(cmd, port, runner)
+        try:
+            mpremote_run.run(cmd, port, runner)
+        except FlashError as e:
+            raise CliError(str(e), EXIT_FAILURE)
         print("deployed tinySSB onto the %s on %s (plan %s)" % (board["title"], port,
                                                              cfg["plan"]))
         return 0

@@ -31,7 +31,10 @@ def register(subparsers):
     p.add_argument("--voice", metavar="FILE",
                    help="attach a voice message (the app's codec2 bytes) from FILE")
     p.add_argument("--plan", metavar="PLAN", help="region plan for the airtime estimate")
-    p.add_argument("--force", action="store_true", help="send even above the airtime limit")
+    p.add_argument("--force", action="store_true",
+                   help="send even above the airtime limit, or while this home's own feed "
+                        "may be behind (after `tssb store restore` or `tssb id --import`, "
+                        "until a sync with a peer)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     _wait.add_argument(p)
     p.set_defaults(func=run)
@@ -88,7 +91,9 @@ def run(args):
                            % (len(content), airtime / 1000, post.MAX_AIRTIME_MS / 1000),
                            EXIT_FAILURE)
         try:
-            seq = ownfeed.append(ctx, content)
+            seq = ownfeed.post(ctx, content, args.force)
+        except ownfeed.FeedBehind as e:
+            raise CliError("refused: %s" % e, EXIT_FAILURE)
         except ValueError as e:
             raise CliError("cannot send: %s" % e, EXIT_FAILURE)
         members = [m for m in order if m != me]

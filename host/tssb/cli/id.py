@@ -4,9 +4,11 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
+import sys
 
 from tssb.cli import EXIT_FAILURE, CliError, home_path, open_home
-from tssb.context import SSB_MAIN_NETWORK_KEY, NoHome, ssb_id
+from tssb.context import SSB_MAIN_NETWORK_KEY, ssb_id
 
 EXPORT_TYPE = "tssb-identity"
 EXPORT_VERSION = 1
@@ -25,7 +27,9 @@ def register(subparsers):
                     "them (e.g. to move a host).")
     p.add_argument("--network", metavar="KEY",
                    help="set the network key: 64 hex digits, 'new' for a fresh random key, "
-                        "or 'ssb-main' for the Secure Scuttlebutt main-net key")
+                        "or 'ssb-main' for the Secure Scuttlebutt main-net key (a `tssb "
+                        "serve` already running on this home keeps its old key until "
+                        "restarted)")
     p.add_argument("--show-network-key", action="store_true",
                    help="print the network key itself (a shared secret), not only its fingerprint")
     p.add_argument("--export", metavar="FILE", help="write identity and network key to FILE")
@@ -67,10 +71,11 @@ def read_export(path):
         raise bad
     try:
         d = json.loads(raw)
-        if d.get("type") != EXPORT_TYPE or d.get("v") != EXPORT_VERSION:
+        if not isinstance(d, dict) or d.get("type") != EXPORT_TYPE or \
+                d.get("v") != EXPORT_VERSION:
             raise bad
         seed, public, key = (bytes.fromhex(d[k]) for k in ("seed", "public", "network_key"))
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError, RecursionError):
         raise bad
     from tinyssb import crypto
     if len(seed) != 32 or len(key) != 32 or crypto.publickey(seed) != public:
@@ -81,24 +86,45 @@ def read_export(path):
 
 def _import(args):
     seed, public, key = read_export(args.import_file)
-    from tssb.context import Context
+    from tssb import homelock, ownfeed
+    from tssb.store import DB_NAME, make_home, open_store
     home = home_path(args)
+    exists = CliError("%s already has a data directory: --import makes a new one (choose "
+                      "another --home, or restore a whole store with `tssb store restore`)"
+                      % home, EXIT_FAILURE)
+    if os.path.exists(os.path.join(home, DB_NAME)):
+        raise exists
+    made = make_home(home)
     try:
-        Context.open(home, create=False).close()
-        raise CliError("%s already has a data directory: --import makes a new one (choose "
-                       "another --home, or restore a whole store with `tssb store restore`)"
-                       % home, EXIT_FAILURE)
-    except NoHome:
-        pass
-    from tssb.store import open_store
-    store = open_store(home)
-    try:
-        with store.transaction():
-            store.set_identity(seed, public)
-            store.set_config("network_key", key)
-    finally:
-        store.close()
+        with homelock.alone(home):
+            if os.path.exists(os.path.join(home, DB_NAME)):
+                raise exists       # made meanwhile by another tssb
+            store = open_store(home)
+            try:
+                with store.transaction():
+                    store.set_identity(seed, public)
+                    store.set_config("network_key", key)
+                # this identity may have posted elsewhere: not before a peer confirms
+                ownfeed.mark_unconfirmed(store, "identity imported from %s"
+                                         % os.path.basename(args.import_file))
+            finally:
+                store.close()
+    except homelock.HomeBusy as e:
+        raise CliError("not imported: %s; stop it first" % e, EXIT_FAILURE)
+    except BaseException:
+        if made and not os.path.exists(os.path.join(home, DB_NAME)):
+            shutil.rmtree(home, ignore_errors=True)
+        raise
+    print("imported %s into %s; its own feed may have entries elsewhere: `tssb post` waits "
+          "for a sync with a peer that holds them (`tssb sync --peer HOST:PORT`), or --force"
+          % (public.hex()[:16], home), file=sys.stderr)
     return open_home(args)
+
+
+def _running_servers(home):
+    from tssb import homelock
+    return [(pid, cmd) for pid, cmd in homelock.holders(home)
+            if cmd.split()[1:2] == ["serve"] and pid != os.getpid()]
 
 
 def run(args):
@@ -107,7 +133,14 @@ def run(args):
     ctx = _import(args) if args.import_file else open_home(args, create=True)
     try:
         if args.network:
-            ctx.set_network_key(_parse_network(args.network))
+            new_key = _parse_network(args.network)
+            changed = new_key != ctx.network_key
+            ctx.set_network_key(new_key)
+            servers = _running_servers(ctx.home) if changed else []
+            if servers:
+                from tssb.homelock import describe
+                print("note: %s still uses the old network key: restart it to use the new "
+                      "one" % describe(servers), file=sys.stderr)
         key = ctx.network_key
         if args.export:
             try:

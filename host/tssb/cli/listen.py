@@ -1,4 +1,5 @@
 """`tssb listen`: decoded traffic of the attached board, with RSSI/SNR."""
+import json
 import logging
 import time
 
@@ -39,8 +40,11 @@ def format_message(m, now=None):
             t, kind_of(m[1]), len(m[1]), m[1][:7].hex(), m[2], m[3] / 4.0)
     if m[0] == "tx":
         return "%s tx %-11s %3d B dmx %s" % (t, kind_of(m[1]), len(m[1]), m[1][:7].hex())
-    if m[0] == "hello":
-        return "%s board %s" % (t, m[1])
+    if m[0] == "hello":   # the board's HELLO: name, firmware, plan, ... as key=value
+        d = m[1] if isinstance(m[1], dict) else {}
+        return "%s board %s" % (t, " ".join(
+            "%s=%s" % (k, json.dumps(v) if not isinstance(v, str) or " " in v else v)
+            for k, v in sorted(d.items())))
     if m[0] == "event":
         return "%s event %s" % (t, m[1])
     return None

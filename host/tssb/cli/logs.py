@@ -3,7 +3,7 @@ import json
 import os
 import time
 
-from tssb.cli import CliError, require_home
+from tssb.cli import EXIT_FAILURE, CliError, require_home
 from tssb.context import EVENT_FILE
 
 FOLLOW_POLL_S = 0.5
@@ -38,7 +38,7 @@ def run(args):
         raise CliError("--lines must be 0 or more")
     path = os.path.join(require_home(args), EVENT_FILE)
     if not os.path.exists(path) and not args.follow:
-        raise CliError("no event log at %s yet" % path)
+        raise CliError("no event log at %s yet" % path, EXIT_FAILURE)
     lines = []
     pos = 0
     if os.path.exists(path):

@@ -35,7 +35,9 @@ def run(args):
                   have if have else "no name set (tssb name NAME)")
             return 0
         try:
-            seq = ownfeed.append(ctx, appmsg.iam(name))
+            seq = ownfeed.post(ctx, appmsg.iam(name))
+        except ownfeed.FeedBehind as e:
+            raise CliError("refused: %s" % e, EXIT_FAILURE)
         except ValueError as e:
             raise CliError("cannot post: %s" % e, EXIT_FAILURE)
         print(json.dumps({"fid": me.hex(), "name": name, "seq": seq}) if args.json else

@@ -2,8 +2,10 @@
 import json
 
 from tssb import posts
-from tssb.cli import CliError, open_home
+from tssb.addr import format_addr
+from tssb.cli import EXIT_FAILURE, CliError, open_home, peer_address
 from tssb.context import parse_public_key, ssb_id
+from tssb.store import StoreError
 
 
 def register(subparsers):
@@ -13,10 +15,14 @@ def register(subparsers):
                     "sessions with this one (`tssb serve`). An address lets `connect` find "
                     "a peer's key from host:port.")
     sub = p.add_subparsers(dest="peer_command", metavar="ACTION")
-    a = sub.add_parser("add", help="allow a peer (or update its name/address)")
+    a = sub.add_parser("add", help="allow a peer (or update its name/address)",
+                       description="Allow a peer's key. For a peer already listed, only what "
+                                   "is given changes: --name keeps the address, --addr "
+                                   "keeps the name (an empty value clears it). One address "
+                                   "names one peer (localhost and 127.0.0.1 are the same).")
     a.add_argument("key", help="public key: 64 hex digits or @base64.ed25519 (see `tssb id`)")
-    a.add_argument("--name", default="", help="a label for listings")
-    a.add_argument("--addr", default="", metavar="HOST:PORT", help="where the peer serves")
+    a.add_argument("--name", help="a label for listings (also usable as FEED in `tssb read`)")
+    a.add_argument("--addr", metavar="HOST:PORT", help="where the peer serves")
     a.set_defaults(func=run_add)
     ls = sub.add_parser("list", help="list allowed peers")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -37,10 +43,7 @@ def _key(text):
 def _check_addr(addr):
     if not addr:
         return addr
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise CliError("--addr wants HOST:PORT, got %r" % addr)
-    return addr
+    return format_addr(*peer_address(addr, "--addr"))
 
 
 def run_add(args):
@@ -48,10 +51,16 @@ def run_add(args):
     addr = _check_addr(args.addr)
     ctx = open_home(args)
     try:
-        new = ctx.store.add_peer(key, args.name, addr)
+        try:
+            new = ctx.store.add_peer(key, args.name, addr)
+        except StoreError as e:
+            raise CliError("%s: remove that peer first, or give it another address (`tssb "
+                           "peer add ITS_KEY --addr ...`)" % e, EXIT_FAILURE)
+        p = [q for q in ctx.store.peers() if q["public"] == key][0]
     finally:
         ctx.close()
-    print("%s %s" % ("added" if new else "updated", ssb_id(key)))
+    print("%s %s  name %s  addr %s" % ("added" if new else "updated", ssb_id(key),
+                                       p["name"] or "-", p["addr"] or "-"))
     return 0
 
 

@@ -12,7 +12,7 @@ MAX_AIRTIME_MS unless --force.
 import json
 import sys
 
-from tssb.bridge.hostnode import HostNode
+from tssb import ownfeed
 from tssb.chat import appmsg, delivery
 from tssb.cli import EXIT_FAILURE, CliError, _wait, open_home
 
@@ -21,7 +21,10 @@ from tssb.cli import EXIT_FAILURE, CliError, _wait, open_home
 MAX_AIRTIME_MS = 9000
 # Hard cap on what is read from a file or stdin even with --force: 1 MiB is 10,486 chunks,
 # over 35 min of airtime per hop at SF7/125 kHz; the chain20 format itself allows 2^28.
-MAX_READ = 1 << 20
+# Hosts fetch side chains up to this length (tssb.ownfeed), so every post replicates.
+MAX_READ = ownfeed.MAX_POST
+# Posts this long say on stderr that they are being signed and stored.
+PROGRESS_BYTES = 64 * 1024
 FRAME_OVERHEAD = 4          # CRC32 after each packet on air (tinyssb.frames)
 BOARD_PLAN_CONFIG = "board_plan"   # the plan the attached board reported last (tssb config)
 ESTIMATE_PLAN = "EU868.a"   # the plan estimated with when no board has told us its own
@@ -52,7 +55,9 @@ def register(subparsers):
                         "show these)")
     p.add_argument("--plan", metavar="PLAN", help="region plan for the airtime estimate")
     p.add_argument("--force", action="store_true",
-                   help="post even above the airtime limit (up to %d bytes)" % MAX_READ)
+                   help="post even above the airtime limit (up to %d bytes), or while "
+                        "this home's own feed may be behind (after `tssb store restore` or "
+                        "`tssb id --import`, until a sync with a peer)" % MAX_READ)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     _wait.add_argument(p)
     p.set_defaults(func=run)
@@ -163,6 +168,13 @@ def _plan_name(args, ctx):
     return name
 
 
+def _board_note(chunks):
+    from tinyssb.replica import MAX_CHAIN_CHUNKS as BOARD_MAX
+    if chunks > BOARD_MAX:
+        print("note: boards fetch side chains of up to %d chunks; this one (%d) replicates "
+              "between hosts only" % (BOARD_MAX, chunks), file=sys.stderr)
+
+
 def run(args):
     content = app_content(args)
     if not content:
@@ -178,12 +190,19 @@ def run(args):
                            "shorten it, or post with --force"
                            % (len(content), airtime / 1000, MAX_AIRTIME_MS / 1000),
                            EXIT_FAILURE)
-        h = HostNode(ctx.store, ctx.identity, ctx.events)
         try:
-            seq = h.post(content)
+            ownfeed.check_front(ctx.store, args.force)
+        except ownfeed.FeedBehind as e:
+            raise CliError("refused: %s" % e, EXIT_FAILURE)
+        _board_note(packets - 1)
+        if len(content) >= PROGRESS_BYTES:
+            print("signing and storing %d chunks ..." % (packets - 1), file=sys.stderr,
+                  flush=True)
+        try:
+            seq, chunks = ownfeed.append(ctx.store, ctx.identity, content)
         except ValueError as e:
             raise CliError("cannot post: %s" % e, EXIT_FAILURE)
-        chunks = ctx.store.chunk_count(ctx.identity.public, seq)
+        ctx.events.emit("append", feed=ctx.identity.public, seq=seq, own=True)
         if args.json:
             print(json.dumps({"fid": ctx.identity.public.hex(), "seq": seq,
                               "bytes": len(content), "chunks": chunks, "plan": plan["name"],

@@ -9,9 +9,10 @@ receipts`).
 import json
 import logging
 import sqlite3
+import sys
 import time
 
-from tssb import ownfeed, posts
+from tssb import feedforks, ownfeed, posts
 from tssb.chat import inbox as inboxmod, views
 from tssb.chat.inbox import Inbox
 from tssb.cli import EXIT_FAILURE, CliError, open_home, resolve_feed
@@ -77,7 +78,7 @@ class Reader:
         self.catch_up()
 
     def write(self, content):
-        return ownfeed.append(self.ctx, content)
+        return ownfeed.post(self.ctx, content)
 
     def _writing(self, work):
         """Run work() unless the store turned out read-only: then reading goes on without
@@ -86,6 +87,9 @@ class Reader:
             return
         try:
             work()
+        except ownfeed.FeedBehind as e:
+            self.writable = False
+            log.warning("no receipts are sent: %s", e)
         except sqlite3.OperationalError as e:
             if "readonly" not in str(e).lower():
                 raise
@@ -246,6 +250,9 @@ def run(args):
             fid = resolve_feed(ctx, args.feed, r.names)
             if not ctx.store.has_feed(fid):
                 raise CliError("feed %s is not in this store (see `tssb feeds`)" % fid.hex(), 1)
+            for seq in feedforks.of_feed(ctx.store, fid):
+                print("tssb: warning: " + feedforks.describe(ctx, fid, seq, r.names),
+                      file=sys.stderr)
             top = ctx.store.front(fid)[0]
             start = 1 if not args.last else max(1, top - args.last + 1)
             first = posts.feed_posts(ctx.store, fid, start, top, keys=r.keys)

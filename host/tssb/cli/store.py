@@ -3,8 +3,9 @@ import json
 import os
 import sqlite3
 import sys
+import urllib.parse
 
-from tssb.cli import EXIT_FAILURE, CliError, home_path, open_home
+from tssb.cli import EXIT_FAILURE, CliError, home_path, open_home, require_home
 
 
 def register(subparsers):
@@ -39,8 +40,12 @@ def register(subparsers):
     r = sub.add_parser(
         "restore", help="replace the store by a backup (after checking it)",
         description="Check the backup FILE, then make it the store of the data directory "
-                    "(created if missing). The store it replaces is kept beside it as "
-                    "tssb.db.replaced-TIME. Stop `tssb bridge` and `tssb serve` first.")
+                    "(created if missing). Only tssb's own tables are restored (triggers, "
+                    "views and other tables in FILE are dropped from the copy, and named). "
+                    "The store it replaces is kept beside it as tssb.db.replaced-TIME (UTC). "
+                    "Refused while another command (`tssb serve`, `bridge`, `web`, ...) "
+                    "uses the home. Afterwards the home's own feed may be behind: `tssb "
+                    "post` waits for a sync with a peer (or --force).")
     r.add_argument("file", metavar="FILE", help="a file written by `tssb store backup`")
     r.set_defaults(func=cmd_restore)
 
@@ -53,50 +58,95 @@ def _progress(done, total):
         sys.stderr.flush()
 
 
-def _open_for_check(args):
+def _unreadable(args, home, err):
+    """`check` of a store that does not open: what SQLite can still say, and the way out."""
+    path = os.path.join(home, "tssb.db")
+    found = []
     try:
-        return open_home(args)
-    except sqlite3.DatabaseError as e:
-        raise CliError("the store in %s cannot be read at all (%s): restore a backup with "
-                       "`tssb store restore FILE`" % (home_path(args), e), EXIT_FAILURE)
+        db = sqlite3.connect("file:%s?mode=ro" % urllib.parse.quote(path), uri=True)
+        try:
+            found = [r[0] for r in db.execute("PRAGMA integrity_check(20)")]
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        found = [str(e)]
+    way = ("restore a backup (`tssb store restore FILE --home %s`; the damaged store is kept "
+           "beside it); without one, move %s away and start again with `tssb id --import "
+           "EXPORT --home %s` (an identity export) or `tssb id` (a new identity), then fetch "
+           "the feeds from peers" % (home, path, home))
+    found = [t for t in found if t != "ok"]
+    if args.json:
+        print(json.dumps({"ok": False, "opens": False, "error": str(err), "sqlite": found,
+                          "way_out": way}))
+    else:
+        for text in found:
+            print("  %-8s %s" % ("sqlite", text))
+    raise CliError("the store in %s is damaged and cannot be opened (%s), which --repair "
+                   "cannot mend: %s" % (home, err, way), EXIT_FAILURE)
+
+
+def _print_forks(report, ctx):
+    from tssb import feedforks
+    for fid, seq in report.forks:
+        print("  %-8s %s" % ("fork", feedforks.describe(ctx, fid, seq)))
 
 
 def cmd_check(args):
     from tssb import storecheck
-    ctx = _open_for_check(args)
+    home = require_home(args)
+    try:
+        ctx = open_home(args)
+    except sqlite3.DatabaseError as e:
+        return _unreadable(args, home, e)
     try:
         report = storecheck.check(ctx.store, _progress)
         repaired = None
         if args.repair and not report.ok:
-            if any(k == "sqlite" for k, _, _, _ in report.problems):
-                raise CliError("SQLite itself reports damage: repair cannot fix that; restore "
-                               "a backup (`tssb store restore FILE`)", EXIT_FAILURE)
+            if any(k in ("sqlite", "types") for k, _, _, _ in report.problems):
+                raise CliError("%s: --repair cannot mend that; restore a backup (`tssb store "
+                               "restore FILE`)" % report.problems[0][3], EXIT_FAILURE)
+            if ctx.store.readonly:
+                raise CliError("the store in %s is read-only: --repair cannot write it; "
+                               "copy it with `tssb store backup FILE`, restore that into a "
+                               "writable home and repair there" % ctx.home, EXIT_FAILURE)
             saved = os.path.join(ctx.home, "tssb.db.before-repair-%d" % os.getpid())
             storecheck.backup(ctx.store, saved)
             repaired = storecheck.repair(ctx.store, report)
+        if args.json:
+            d = report.as_dict()
+            d["readonly"] = ctx.store.readonly
+            if repaired is not None:
+                d["repaired"] = {"entries": repaired[0], "chunks": repaired[1],
+                                 "schema_objects": len(report.foreign), "backup": saved}
+            print(json.dumps(d))
+        else:
+            print("store %s: schema %d, %d feeds, %d entries, %d chunks, %d side chains "
+                  "still incomplete%s" % (ctx.home, report.schema, report.feeds,
+                                          report.entries, report.chunks, report.incomplete,
+                                          " (read-only)" if ctx.store.readonly else ""))
+            for kind, fid, seq, text in report.problems:
+                print("  %-8s %s%s" % (kind, fid.hex()[:16] + " " if fid else "", text))
+            if report.more:
+                print("  ... and %d more problem(s)" % report.more)
+            _print_forks(report, ctx)
+            if report.forks:
+                print("%d fork(s): evidence against those feeds' keys, kept; not damage to "
+                      "the store" % len(report.forks))
+            if report.ok:
+                print("ok")
+            elif repaired is not None:
+                print("repaired: deleted %d entries, %d chunks and %d foreign schema "
+                      "object(s) (fetch the entries again from peers); the store before the "
+                      "repair is in %s" % (repaired[0], repaired[1], len(report.foreign),
+                                           saved))
+            elif any(k in ("sqlite", "types") for k, _, _, _ in report.problems):
+                print("%d problem(s) that --repair cannot mend: restore a backup (`tssb store "
+                      "restore FILE`)" % (len(report.problems) + report.more))
+            else:
+                print("%d problem(s): `tssb store check --repair` deletes the bad data (after "
+                      "a backup), or restore a backup" % (len(report.problems) + report.more))
     finally:
         ctx.close()
-    if args.json:
-        d = report.as_dict()
-        if repaired is not None:
-            d["repaired"] = {"entries": repaired[0], "chunks": repaired[1], "backup": saved}
-        print(json.dumps(d))
-    else:
-        print("store %s: schema %d, %d feeds, %d entries, %d chunks, %d side chains still "
-              "incomplete" % (ctx.home, report.schema, report.feeds, report.entries,
-                              report.chunks, report.incomplete))
-        for kind, fid, seq, text in report.problems:
-            print("  %-8s %s%s" % (kind, fid.hex()[:16] + " " if fid else "", text))
-        if report.more:
-            print("  ... and %d more problem(s)" % report.more)
-        if report.ok:
-            print("ok")
-        elif repaired is not None:
-            print("repaired: deleted %d entries and %d chunks (fetch them again from peers); "
-                  "the store before the repair is in %s" % (repaired[0], repaired[1], saved))
-        else:
-            print("%d problem(s): `tssb store check --repair` deletes the bad data (after a "
-                  "backup), or restore a backup" % (len(report.problems) + report.more))
     return 0 if report.ok or repaired is not None else EXIT_FAILURE
 
 
@@ -117,12 +167,22 @@ def cmd_backup(args):
 
 def cmd_restore(args):
     from tssb import storecheck
+    from tssb.homelock import HomeBusy
     home = home_path(args)
     try:
-        report, kept = storecheck.restore(args.file, home)
-    except ValueError as e:
+        report, kept, dropped = storecheck.restore(args.file, home)
+    except storecheck.NotABackup as e:
         raise CliError(str(e), EXIT_FAILURE)
+    except HomeBusy as e:
+        raise CliError("not restored: %s; stop it first (a running command would keep "
+                       "writing into the replaced store)" % e, EXIT_FAILURE)
+    for kind, name, table in dropped:
+        print("removed from the restored store (not part of a tssb store): %s %r%s"
+              % (kind, name, " on %s" % table if table != name else ""), file=sys.stderr)
     print("restored %s from %s: %d feeds, %d entries%s" % (
         home, args.file, report.feeds, report.entries,
         "; the replaced store is kept as %s" % kept if kept else ""))
+    print("this home's own feed may now be behind its copies elsewhere: `tssb post` waits "
+          "for a sync with a peer (`tssb sync --peer HOST:PORT`), or --force",
+          file=sys.stderr)
     return 0

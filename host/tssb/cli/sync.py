@@ -2,9 +2,26 @@
 import json
 import sys
 
+from tssb import feedforks, ownfeed, synclog
+from tssb.addr import format_addr
 from tssb.cli import EXIT_FAILURE, CliError, open_home, peer_address, run_async, \
     session_failure
 from tssb.session.budget import Limits, Pool
+
+# What a SETU failure means for the user, by its reason (the detail names protocol
+# states: for -vv logs, not for this line).
+SETU_WORDS = {
+    "peer closed": "the peer ended the session before the sync was done (it stopped, or "
+                   "refused what we sent: its log says why)",
+    "timeout": "no message from the peer for %(timeout)g s (raise --timeout on a slow link)",
+    "unexpected message": "the peer sent a message out of turn (another tssb version?)",
+}
+
+
+def setu_words(e, timeout):
+    """One readable clause for a SetuError."""
+    words = SETU_WORDS.get(e.reason)
+    return words % {"timeout": timeout} if words else e.reason
 
 
 def register(subparsers):
@@ -49,31 +66,41 @@ def run(args):
     pid = {name: p for p, name in C.PROFILE_NAMES.items()}[args.profile]
     ctx = open_home(args)
     try:
+        peer_key = ctx.store.peer_by_addr(format_addr(host, port))
+        if peer_key is None:
+            raise CliError("%s: no peer known at this address: add it with `tssb peer add "
+                           "KEY --addr %s` (KEY: what `tssb id` shows there)"
+                           % (args.peer, args.peer), EXIT_FAILURE)
+        own = ctx.identity.public
+        own_before = ctx.store.front(own)[0] if ctx.store.has_feed(own) else 0
+        forks_before = {(f, q) for f, q, _ in ctx.store.forks()}
+
         def progress(st):
-            print("  %s: sent %d, received %d elements" % (
-                st["state"], st["elements_sent"], st["elements_recv"]), file=sys.stderr)
+            print("  sent %d, received %d elements so far" % (
+                st["elements_sent"], st["elements_recv"]), file=sys.stderr)
 
         async def go(eset, cfg, budget):
-            sess = await session.connect(host, port, ctx, budget=budget)
+            sess = await session.connect(host, port, ctx, peer=peer_key, budget=budget)
             try:
                 ch = await sess.open_stream("setu")
-                ctx.events.emit("sync_start", proto="setu", peer=args.peer)
+                synclog.start(ctx.events, "setu", peer_key)
                 return await reconcile(ch, eset, True, cfg, progress, args.timeout)
             finally:
                 await sess.close()
 
         def failed(reason):
-            ctx.events.emit("sync_done", **summary_fields(args.peer, dict(ok=False, reason=reason)))
+            ctx.events.emit("sync_done", **summary_fields(peer_key, dict(ok=False,
+                                                                         reason=reason)))
 
         def attempt(pid):   # a session's budget ends with it: each attempt has its own
             budget = Pool(Limits(unverified=args.max_unverified)).budget()
             sets = StoreSets(ctx.store, budget)
             try:
                 eset = sets.for_profile(pid)    # rateless: only what was appended is hashed
-                print("local set: %d elements (%s); connecting to %s:%d" % (
+                print("local set: %d elements (%s); connecting to %s" % (
                     len(eset), "%d new since the kept state" % sets.refreshed
-                    if pid == C.PROFILE_RATELESS else "entries and chunks", host, port),
-                    file=sys.stderr)
+                    if pid == C.PROFILE_RATELESS else "entries and chunks",
+                    format_addr(host, port)), file=sys.stderr)
                 res = run_async(go(eset, Config(profile_id=pid), budget))
                 sets.finish()                   # index what arrived: the next sync starts at once
                 return res
@@ -106,20 +133,30 @@ def run(args):
                 res["fallback_from"] = "rateless"
                 res["fallback_reason"] = "refused" if refused else NEVER_DECODES
         except SetuError as e:
-            failed(e.reason)
-            raise CliError("sync with %s failed: %s" % (args.peer, e), EXIT_FAILURE)
+            failed(e)
+            raise CliError("sync with %s failed: %s" % (args.peer, setu_words(e, args.timeout)),
+                           EXIT_FAILURE)
         except KeyboardInterrupt:
             failed("interrupted")
             raise
         except (OSError, ValueError, ChannelClosed, session.ProtocolError,
                 session.StreamRefused) as e:
-            failed(str(e))
+            failed(e)
             raise session_failure(e, args.peer)
-        ctx.events.emit("sync_done", **summary_fields(args.peer, res))
+        ctx.events.emit("sync_done", **summary_fields(peer_key, res))
+        own_after = ctx.store.front(own)[0] if ctx.store.has_feed(own) else 0
+        if ownfeed.confirm(ctx.store):
+            print("this home's own feed is confirmed by %s (seq %d%s): posting is open again"
+                  % (args.peer, own_after, ", was %d here" % own_before
+                     if own_after != own_before else ""), file=sys.stderr)
+        forks = sorted({(f, q) for f, q, _ in ctx.store.forks()} - forks_before)
+        for fid, seq in forks:
+            print("fork: " + feedforks.describe(ctx, fid, seq), file=sys.stderr)
     finally:
         ctx.close()
     if args.json:
-        print(json.dumps(dict(res, peer=args.peer)))
+        print(json.dumps(dict(res, peer=args.peer, peer_key=peer_key.hex(),
+                              forks=[{"feed": f.hex(), "seq": q} for f, q in forks])))
         return 0
     if pid == C.PROFILE_RATELESS:
         print("profile rateless, %d symbols sent, %d received, %d round trip(s)%s%s"

@@ -65,8 +65,7 @@ def run(args):
             first = ports.choose(name)
         except ports.PortChoiceError as e:
             raise CliError(str(e).replace("--port", "--serial PORT"), EXIT_FAILURE)
-        if name:
-            board.check_port(name, args.baud)
+        board.check_port(first, args.baud)     # missing or held by another process
         # after an unplug the board may come back under another name: re-detect then
         resolve = (lambda: name) if name else (lambda: ports.choose(None))
         log.info("board port %s", first)
@@ -78,7 +77,7 @@ def run(args):
         else:
             from tssb.bridge import runner
             run_async(runner.run(ctx, resolve, args.baud, duration=args.duration,
-                                 say=log.info, web=view))
+                                 say=log.info, web=view, warn=log.warning))
     except KeyboardInterrupt:
         pass             # Ctrl-C is how a server is stopped
     except OSError as e:

@@ -10,12 +10,10 @@ message yields to the event loop once it is handled.
 import asyncio
 import time
 
+from tssb import synclog
 from tssb.channel import PEER_TIMEOUT_S, ChannelClosed
 from tssb.clock.errors import ClockError
 
-# Summary fields the `sync_done` event has (tinyssb.eventlog); the rest is for callers.
-LOG_FIELDS = ("proto", "peer", "ok", "mode", "rounds", "bytes_sent", "bytes_recv", "msgs_sent",
-              "msgs_recv", "elements_sent", "elements_recv", "duration_ms", "reason")
 
 
 async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain=None,
@@ -41,8 +39,7 @@ async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain
     if timeout is None:
         timeout = PEER_TIMEOUT_S
     peer_hex = peer.hex() if isinstance(peer, (bytes, bytearray)) else str(peer)
-    if events is not None:
-        events.emit("sync_start", proto=proto, peer=peer_hex)
+    synclog.start(events, proto, peer)
     t0 = time.monotonic()
     outbox = asyncio.Queue()
     ok, reason = False, None
@@ -121,6 +118,6 @@ async def run_sync(channel, machine, first=None, events=None, peer=b"", maintain
         "forks_found": len(machine.forks_found), "joins_made": len(machine.joins_made),
         "chunks_sent": machine.stats["chunks_sent"], "chunks_recv": machine.stats["chunks_recv"],
     }
-    if events is not None:
-        events.emit("sync_done", **{k: v for k, v in summary.items() if k in LOG_FIELDS})
+    synclog.done(events, proto, peer, ok, reason, machine.mode,
+                 **{k: summary[k] for k in synclog.COUNTS})
     return summary

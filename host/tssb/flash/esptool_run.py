@@ -4,7 +4,7 @@ One esptool run writes the image at the board's offset (0x1000 on the ESP32, 0x0
 ESP32-S3) after erasing the whole flash (`write-flash --erase-all`), so a stale
 filesystem never outlives a new image. esptool prints its own progress bar.
 """
-from tssb.cli import CliError
+from tssb.flash import FlashError
 from tssb.flash.ports import PERMISSION_HINT
 
 DEFAULT_BAUD = 460800  # MicroPython's deploy.md; retry without it when writing fails
@@ -44,7 +44,7 @@ def explain(error, board, port):
 
 
 def run(args, board, port, main=None):
-    """Run esptool with `args`; map its failures to CliError."""
+    """Run esptool with `args`; map its failures to FlashError."""
     if main is None:
         import esptool
         main = esptool.main
@@ -60,7 +60,7 @@ def run(args, board, port, main=None):
     try:
         main(args)
     except (FatalError, serial_error, OSError) as e:
-        raise CliError(explain(e, board, port))
+        raise FlashError(explain(e, board, port))
     except SystemExit as e:
         if e.code not in (0, None):
-            raise CliError("esptool rejected the arguments (exit %s)" % e.code)
+            raise FlashError("esptool rejected the arguments (exit %s)" % e.code)

@@ -8,7 +8,7 @@ radio driver packages with mip (host needs internet); reset.
 import subprocess
 import sys
 
-from tssb.cli import CliError
+from tssb.flash import FlashError
 
 PKGS = ("tinyssb", "tssbfw", "tssb_boards")
 
@@ -79,10 +79,10 @@ def explain(stderr, port):
 
 
 def run(args, port, runner=None):
-    """Run mpremote with `args` (output streams through); map failures to CliError."""
+    """Run mpremote with `args` (output streams through); map failures to FlashError."""
     runner = runner or subprocess.run
     cmd = [sys.executable, "-m", "mpremote"] + args
     r = runner(cmd, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
-        raise CliError(explain(r.stderr or "", port))
+        raise FlashError(explain(r.stderr or "", port))
     return r

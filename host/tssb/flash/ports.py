@@ -1,7 +1,7 @@
 """Choosing the serial port of a board, with clear errors for the common mistakes."""
 import os
 
-from tssb.cli import CliError
+from tssb.flash import FlashError
 
 PERMISSION_HINT = ("add your user to the serial group (Debian/Ubuntu: sudo usermod -aG dialout "
                    "$USER; Arch: uucp) and log in again")
@@ -20,7 +20,7 @@ def choose(board, port=None, ports=None):
     hints pick among the USB serial ports; exactly one candidate is required.
 
     Raises:
-        CliError: no port, several candidates, missing port or no permission.
+        FlashError: no port, several candidates, missing port or no permission.
     """
     if port:
         check_access(port)
@@ -30,24 +30,24 @@ def choose(board, port=None, ports=None):
     hints = set((h[0], h[1]) for h in board["usb"])
     cands = [p for p in usb if (p[1], p[2]) in hints] or usb
     if not cands:
-        raise CliError("no USB serial port found: connect the %s with a data cable "
+        raise FlashError("no USB serial port found: connect the %s with a data cable "
                        "or name the port with --port" % board["title"])
     if len(cands) > 1:
-        raise CliError("several serial ports could be the %s: %s; choose one with --port"
+        raise FlashError("several serial ports could be the %s: %s; choose one with --port"
                        % (board["title"], ", ".join("%s (%s)" % (p[0], p[3]) for p in cands)))
     check_access(cands[0][0])
     return cands[0][0]
 
 
 def check_access(port):
-    """Raise CliError when `port` is a device path that is missing or not writable."""
+    """Raise FlashError when `port` is a device path that is missing or not writable."""
     if "://" in port or not port.startswith("/"):
         return   # rfc2217://, socket:// and Windows COM ports: let the tool open them
     if not os.path.exists(port):
-        raise CliError("serial port %s does not exist (unplugged? see `tssb flash --list`)"
+        raise FlashError("serial port %s does not exist (unplugged? see `tssb flash --list`)"
                        % port)
     if not os.access(port, os.R_OK | os.W_OK):
-        raise CliError("no permission to open %s: %s" % (port, PERMISSION_HINT))
+        raise FlashError("no permission to open %s: %s" % (port, PERMISSION_HINT))
 
 
 def board_names():

@@ -1,4 +1,5 @@
 """`tssb serve` stream "setu": the responder side of a SETU sync over a session stream."""
+from tssb import synclog
 from tssb.session.budget import offload
 
 from .driver import reconcile
@@ -32,12 +33,7 @@ async def serve(channel, ctx, peer):
         ctx.events.emit("sync_done", **summary_fields(peer_hex, res))
 
 
-def summary_fields(peer_hex, res):
-    """sync_done event fields (contract 5) from a driver result."""
-    return dict(proto="setu", peer=peer_hex, mode=res.get("mode"), rounds=res.get("rounds", 0),
-                bytes_sent=res.get("bytes_sent", 0), bytes_recv=res.get("bytes_recv", 0),
-                msgs_sent=res.get("msgs_sent", 0), msgs_recv=res.get("msgs_recv", 0),
-                elements_sent=res.get("elements_sent", 0),
-                elements_recv=res.get("elements_recv", 0),
-                duration_ms=res.get("duration_ms", 0), ok=bool(res.get("ok")),
-                reason=res.get("reason"))
+def summary_fields(peer, res):
+    """sync_done event fields (contract 5, tssb.synclog) from a driver result."""
+    return synclog.fields("setu", peer, res.get("ok"), res.get("reason"), res.get("mode"),
+                          **{k: res.get(k, 0) for k in synclog.COUNTS})

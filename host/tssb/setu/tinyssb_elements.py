@@ -25,6 +25,7 @@ from tinyssb import crypto
 from tinyssb import entry as tentry
 from tinyssb.errors import WireError
 
+from tssb import feedforks, ownfeed
 from tssb.session.budget import Pool
 
 from .setstate import ElementSet
@@ -32,7 +33,9 @@ from .setstate import ElementSet
 ELEMENT_TYPE = 0x7453           # "tS": our application element type for tinySSB entries
 ELEMENT_SIZE = 32 + 4 + 20 + 120
 CHUNK_ELEMENT_SIZE = 32 + 4 + 4 + 120
-MAX_CHUNKS = 1000               # as the core replica: longer side chains are not fetched
+# Longer side chains are not fetched: as the host node, every post a host accepts
+# (1 MiB, 10,486 chunks: tssb.ownfeed)
+MAX_CHUNKS = ownfeed.MAX_CHAIN_CHUNKS
 
 
 def mid_of(fid, seq, prev, pkt):
@@ -101,6 +104,7 @@ class StoreSource:
         self._chains = {}     # (fid, seq) -> chunks already in the set, for incomplete chains
         self.unverified = 0   # received elements not (yet) in the store
         self.bad_chunks = 0
+        self.forks = 0        # forks found (tssb.feedforks)
         self._loading = False
         self.eset.on_add.append(self._on_add)
 
@@ -173,6 +177,14 @@ class StoreSource:
                 self._flush_chunks(fid, seq)
                 return
             fid, seq, prev, pkt = split_element(data)
+            if hasattr(self.store, "add_fork") and self.store.has_feed(fid) and \
+                    seq <= self.store.front(fid)[0]:
+                # a second signed entry for a seq we hold: the feed forked; the pair is
+                # kept as proof (it can never join the linear log)
+                if feedforks.note(self.store, fid, seq, prev, pkt):
+                    self.forks += 1
+                self._stored()
+                return
             self._pending[(fid, seq)] = data
             self._flush(fid)
 

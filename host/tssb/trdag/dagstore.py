@@ -14,6 +14,7 @@ their feed; others live in the DAG index only (per-object sync does not need who
 import sqlite3
 
 from tinyssb import entry
+from tssb import feedforks
 from tssb.trdag import message
 from tssb.trdag.errors import TrdagError
 
@@ -70,7 +71,7 @@ class MemDagIndex:
         return [m for m, msg in self._msgs.items() if msg.is_root]
 
 
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS trdag_msg (
     mid BLOB PRIMARY KEY,
     root BLOB NOT NULL,
@@ -92,7 +93,7 @@ class SqliteDagIndex:
     def __init__(self, db):
         """Args: db: a sqlite3.Connection (the host database or its own file)."""
         self.db = db
-        self.db.executescript(_SCHEMA)
+        self.db.executescript(SCHEMA)
 
     @classmethod
     def open(cls, path):
@@ -107,15 +108,19 @@ class SqliteDagIndex:
 
     def put(self, msg):
         db = self.db
-        db.execute("BEGIN IMMEDIATE")
+        outer = db.in_transaction     # a caller's transaction (e.g. a post) takes it along
+        if not outer:
+            db.execute("BEGIN IMMEDIATE")
         try:
             for c in msg.children:
                 db.execute("UPDATE trdag_msg SET tip=0 WHERE mid=?", (c,))
             db.execute("INSERT OR IGNORE INTO trdag_msg VALUES (?,?,?,?,?,?,?)",
                        (msg.mid, msg.root, msg.depth, 1, msg.fid, msg.seq, msg.element()))
-            db.execute("COMMIT")
+            if not outer:
+                db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if not outer:
+                db.execute("ROLLBACK")
             raise
 
     def members(self, root):
@@ -233,6 +238,9 @@ class Dag:
                     return
                 st.add_feed(msg.fid)
             top, front = st.front(msg.fid)
+            if msg.seq <= top and hasattr(st, "add_fork"):
+                # another entry holds this seq here: the feed forked (kept as proof)
+                feedforks.note(st, msg.fid, msg.seq, msg.prev, msg.pkt)
             if msg.seq != top + 1 or msg.prev != front:
                 return
             st.append(msg.fid, msg.seq, msg.pkt, msg.mid)

@@ -5,6 +5,7 @@ the root), reconciles that DAG from the host database and logs sync_start / sync
 """
 import sqlite3
 
+from tssb import synclog
 from tssb.trdag import dagstore, driver
 from tssb.trdag.errors import TrdagError
 from tssb.trdag.session import SyncSession
@@ -36,29 +37,32 @@ def close_index(index):
 
 
 def done_fields(session, stats, peer, ok, reason):
-    """Fields of the sync_done event (contract 5)."""
-    return dict(proto=PROTO, peer=peer.hex() if isinstance(peer, bytes) else str(peer),
-                mode=session.opt.name(), rounds=stats.rounds, bytes_sent=stats.bytes_sent,
-                bytes_recv=stats.bytes_recv, msgs_sent=stats.msgs_sent,
-                msgs_recv=stats.msgs_recv, elements_sent=stats.elements_sent,
-                elements_recv=stats.elements_recv,
-                duration_ms=getattr(stats, "duration_ms", 0), ok=ok, reason=reason)
+    """Fields of the sync_done event (contract 5, tssb.synclog)."""
+    return synclog.fields(PROTO, peer, ok, reason, session.opt.name(), rounds=stats.rounds,
+                          bytes_sent=stats.bytes_sent, bytes_recv=stats.bytes_recv,
+                          msgs_sent=stats.msgs_sent, msgs_recv=stats.msgs_recv,
+                          elements_sent=stats.elements_sent,
+                          elements_recv=stats.elements_recv,
+                          duration_ms=getattr(stats, "duration_ms", 0))
 
 
 async def run_logged(channel, ctx, peer, session, progress=None):
-    """Run a session with sync_start / sync_done events. Returns stats; re-raises errors."""
-    peer_s = peer.hex() if isinstance(peer, bytes) else str(peer)
-    ctx.events.emit("sync_start", proto=PROTO, peer=peer_s)
-    ok, reason = False, ""
+    """Run a session with sync_start / sync_done events. Returns stats; re-raises errors.
+
+    peer: the remote's 32-byte key."""
+    synclog.start(ctx.events, PROTO, peer)
+    ok, reason = False, None
     try:
         stats = await driver.run(channel, session, progress)
         ok = True
         return stats
-    except TrdagError as e:
-        reason = e.reason
+    except BaseException as e:
+        reason = e
         raise
     finally:
-        ctx.events.emit("sync_done", **done_fields(session, session.stats, peer, ok, reason))
+        f = done_fields(session, session.stats, peer, ok, reason)
+        if f["peer"] is not None:
+            ctx.events.emit("sync_done", **f)
 
 
 async def serve(channel, ctx, peer):

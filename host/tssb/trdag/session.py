@@ -64,8 +64,10 @@ class Options:
     def name(self):
         if self.mode == MODE_NAIVE:
             return "naive"
+        # a token (the event schema's `mode`): multi-l3-c8 is 3 levels per round, ID
+        # lists at 8 messages or fewer
         return "basic" if (self.levels, self.cutoff) == (1, 0) else \
-            "multi(levels=%d,cutoff=%d)" % (self.levels, self.cutoff)
+            "multi-l%d-c%d" % (self.levels, self.cutoff)
 
 
 BASIC = Options()

@@ -1,13 +1,14 @@
-"""The feeds view's data: each feed's front, display name and progress, and pages of its
-decoded posts (tssb.posts: the same decoding as `tssb read`, side chains reassembled,
-boxes addressed to us opened; the others only counted).
+"""The feeds view's data: each feed's front, display name, progress and forks (the seqs
+where two signed entries are known: tssb.feedforks), and pages of its decoded posts
+(tssb.posts: the same decoding as `tssb read`, side chains reassembled, boxes addressed to
+us opened; the others only counted).
 
 `FeedIndex.refresh()` compares the store with what it last saw and returns the feeds
 that changed, so the server pushes only those. Names come from a feed's latest IAM post,
 looked for among its newest NAME_SCAN entries (a long feed without one is not read
 whole on every start).
 """
-from tssb import posts
+from tssb import feedforks, posts
 
 NAME_SCAN = 256    # newest entries of a feed searched for its IAM name
 NAME_MAX = 64      # characters of a display name kept (an IAM may hold 64 KiB)
@@ -66,8 +67,10 @@ class FeedIndex:
             fid = bytes(fid)
             front = self.store.front(fid)[0]
             missing = self.missing(fid)
+            forks = feedforks.of_feed(self.store, fid)
             old = self.feeds.get(fid)
-            if old is not None and old["front"] == front and old["missing"] == missing:
+            if old is not None and old["front"] == front and old["missing"] == missing and \
+                    old["forks"] == forks:
                 continue
             first = old["front"] + 1 if old is not None else 1
             if old is not None and self._partial.get(fid):
@@ -75,7 +78,7 @@ class FeedIndex:
             name, self._partial[fid] = self._name(fid, first, front)
             s = {"fid": fid.hex(), "front": front, "own": fid == self.own,
                  "name": name if name is not None else (old or {}).get("name"),
-                 "missing": missing,
+                 "missing": missing, "forks": forks,
                  "updated": self.clock() if old is None or front != old["front"]
                  else old["updated"]}
             self.feeds[fid] = s

@@ -180,14 +180,23 @@ class WebView:
         return out
 
     def post(self, content):
-        """Append to the host's feed; returns seq. Raises ValueError from the node."""
+        """Append to the host's feed; returns seq. Raises ValueError from the node, or
+        tssb.ownfeed.FeedBehind (a ValueError) while the own feed may be behind."""
+        ownfeed.check_front(self.ctx.store)
         if self.h is not None:
             seq = self.h.post(content)     # the node sends it on with its next claims
         else:
             # no node here (one would read every feed first): straight into the store
-            seq = ownfeed.append(self.ctx, content)
+            seq = self._append_own(content)
             self.index.add_stored(self.ctx.identity.public, seq)
         self._mark(self.own_fid())
+        return seq
+
+    def _append_own(self, content):
+        """Author the next entry of our feed straight into the store (no node here: one
+        would read every feed first); a bridge on this home sends it on."""
+        seq, _ = ownfeed.append(self.ctx.store, self.ctx.identity, content)
+        self.ctx.events.emit("append", feed=self.own_fid(), seq=seq, own=True)
         return seq
 
     # -- chats -----------------------------------------------------------------------
@@ -288,10 +297,13 @@ class WebView:
 
     async def _feeds_loop(self):
         last_full = 0.0
+        version = None
         while True:
             await asyncio.sleep(FEEDS_TICK_S)
             now = time.monotonic()
-            if now - last_full >= FEEDS_POLL_S:
+            # another process committed (a post, a sync): look now, not at the next poll
+            seen, version = version, self.ctx.store.data_version()
+            if now - last_full >= FEEDS_POLL_S or (seen is not None and version != seen):
                 last_full = now
                 self._dirty.clear()
                 changed = self.feeds.refresh()

@@ -69,6 +69,8 @@
       li.dataset.fid = f.fid;
       li.appendChild(el("span", "name", f.name || short(f.fid)));
       if (f.own) li.appendChild(el("span", "badge", "this host"));
+      if (f.forks && f.forks.length) li.appendChild(el("span", "badge fork",
+        "forked at seq " + f.forks.join(", ")));
       let meta = short(f.fid) + " \u00b7 " + f.front + (f.front === 1 ? " entry" : " entries");
       if (f.missing) meta += " \u00b7 " + f.missing + " chunks missing";
       li.appendChild(el("span", "meta", meta));
