@@ -114,7 +114,7 @@ def test_post_file_progress_and_board_note(tmp_path, pair):
     a = pair[0]
     f = tmp_path / "big.bin"
     f.write_bytes(os.urandom(150 * 1024))
-    r = tssb("post", "--home", a, "--file", f, "--force")
+    r = tssb("post", "--home", a, "--file", f, "--raw", "--force")
     assert r.code == 0 and "signing and storing 1536 chunks" in r.err, r
     assert "boards fetch side chains of up to 1000 chunks" in r.err
 

@@ -170,7 +170,7 @@ def test_a_200_kb_post_reaches_the_other_home(tmp_path):
         data = os.urandom(200 * 1024)
         f = tmp_path / "big.bin"
         f.write_bytes(data)
-        r = tssb("post", "--home", a, "--file", f, "--force", "--json")
+        r = tssb("post", "--home", a, "--file", f, "--raw", "--force", "--json")
         assert r.code == 0 and json.loads(r.out)["chunks"] == len(entry.chain20(data)[1])
         assert "between hosts only" in r.err, r      # boards stop at 1000 chunks
         r = tssb("sync", "--peer", server.addr, "--home", a)

@@ -9,8 +9,8 @@ from tssb.context import Context
 def test_stages_are_only_what_was_observed(tmp_path):
     ctx = Context.open(str(tmp_path / "a"))
     me = ctx.identity.public
-    ownfeed.append(ctx, appmsg.tav("one", ts=1))
-    ownfeed.append(ctx, appmsg.tav("two", ts=2))
+    ownfeed.post(ctx, appmsg.tav("one", ts=1))
+    ownfeed.post(ctx, appmsg.tav("two", ts=2))
     st = ctx.store
     t = [1000]
     rec = delivery.Recorder(st, me, clock=lambda: t[0])
@@ -41,7 +41,7 @@ def test_watch_reports_each_stage_once_and_names_what_is_missing(tmp_path):
     a, b = Context.open(str(tmp_path / "a")), Context.open(str(tmp_path / "b"))
     me, fb = a.identity.public, b.identity.public
     content, _ = appmsg.private_tav(me, [fb], "hello")
-    seq = ownfeed.append(a, content)
+    seq = ownfeed.post(a, content)
     ia = inbox.Inbox(a.store, a.identity)
     w = delivery.Watch(a.store, ia, me, seq, 0, [fb], clock=lambda: 7)
     assert w.poll() == [("stored", True, 7)] and w.poll() == []
@@ -49,7 +49,7 @@ def test_watch_reports_each_stage_once_and_names_what_is_missing(tmp_path):
                            ("delivered", fb), ("read", fb)]
     # B's DLV arrives in our store
     ib = inbox.Inbox(b.store, b.identity)
-    ib.send_receipt(appmsg.DLV, me, a.store.mid(me, seq), lambda c: ownfeed.append(b, c))
+    ib.send_receipt(appmsg.DLV, me, a.store.mid(me, seq), lambda c: ownfeed.post(b, c))
     a.store.add_feed(fb)
     a.store.append(fb, 1, b.store.entry(fb, 1), b.store.mid(fb, 1))
     for c in range(b.store.chunk_count(fb, 1)):

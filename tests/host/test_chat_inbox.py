@@ -34,7 +34,7 @@ def homes(tmp_path):
 
 def _dm(src, others, text, voice=None):
     content, order = appmsg.private_tav(src.identity.public, others, text, voice)
-    return ownfeed.append(src, content), order
+    return ownfeed.post(src, content), order
 
 
 def _ready(ctx):
@@ -103,7 +103,7 @@ def test_receipts_both_ways_between_our_homes(homes):
     seq, _ = _dm(a, [fb], "did you get this?")
     _copy(a.store, b.store, fa)
     (p,) = ib.refresh()
-    write_b = lambda content: ownfeed.append(b, content)     # noqa: E731
+    write_b = lambda content: ownfeed.post(b, content)     # noqa: E731
     (dlv,) = ib.settle(write_b)
     assert ib.settle(write_b) == []                           # once only
     (ack,) = ib.mark_read([p], write_b)
@@ -152,7 +152,7 @@ def test_receipts_from_and_to_the_app(homes):
     assert [p.tag for p in new] == ["DLV", "ACK", "TAV"]   # the last one is not ours
     assert ia.receipts(mid, fa) == {"DLV": [app], "ACK": [app]}
     assert ia.receipts(tav_mid, app) == {"DLV": [], "ACK": []}
-    (dlv,) = ia.settle(lambda c: ownfeed.append(a, c))
+    (dlv,) = ia.settle(lambda c: ownfeed.post(a, c))
     raw = bipf.decode(posts.entry_content(a.store, fa, dlv)[0])
     assert pub.loads(app_open(raw, app_seed)) == ["DLV", appmsg.msg_ref(tav_mid)]
 
@@ -165,7 +165,7 @@ def test_receipts_switched_off_are_never_sent(homes):
     _dm(a, [b.identity.public], "quiet please")
     _copy(a.store, b.store, a.identity.public)
     (p,) = ib.refresh()
-    write = lambda c: ownfeed.append(b, c)     # noqa: E731
+    write = lambda c: ownfeed.post(b, c)     # noqa: E731
     assert ib.settle(write) == [] and ib.mark_read([p], write) == []
     inbox.set_enabled(b.store, appmsg.DLV, True)
     assert ib.settle(write) == []     # what arrived while off gets none later either

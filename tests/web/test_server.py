@@ -298,9 +298,9 @@ def test_chats_dm_and_ticks(tmp_path):
         # the other host opens it, replies, and its DLV arrives here
         mid = view.ctx.store.mid(me, 1)
         content, _ = appmsg.private_tav(fo, [me], "hi back")
-        ownfeed.append(other, content)
+        ownfeed.post(other, content)
         ib = inbox.Inbox(other.store, other.identity)
-        ib.send_receipt(appmsg.DLV, me, mid, lambda c: ownfeed.append(other, c))
+        ib.send_receipt(appmsg.DLV, me, mid, lambda c: ownfeed.post(other, c))
         st, dst = other.store, view.ctx.store
         dst.add_feed(fo)
         for q in range(1, st.front(fo)[0] + 1):
