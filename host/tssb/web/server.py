@@ -29,6 +29,7 @@ import secrets
 
 from aiohttp import WSMsgType, web
 
+from tssb.safeparse import InputError, json_loads
 from tssb.web import feeds as feedsmod
 
 log = logging.getLogger("tssb.web")
@@ -39,6 +40,7 @@ TOKEN_COOKIE = "tssb_web_token"
 CSRF_HEADER = "X-CSRF-Token"
 
 MAX_BODY = 16 * 1024          # a post request: the text and a little JSON
+MAX_BODY_DEPTH = 4            # {"text": "..."}: anything nested deeper is not ours
 # Longest post from the form: 2048 bytes is 21 side-chain chunks, ~4.3 s of airtime at
 # SF7/125 kHz, an eighth of an EU868 board's hourly 1 % budget (tssbfw.regions).
 MAX_POST_BYTES = 2048
@@ -126,6 +128,10 @@ def make_app(view, guard):
                 resp = await handler(request)
             except web.HTTPException as e:      # unknown route or method
                 resp = _error(e.status, e.reason)
+            except Exception:                   # a bug of ours: still with the headers
+                log.exception("internal error answering %s %s", request.method,
+                              request.path)
+                resp = _error(500, "internal error")
         if resp.prepared:      # a WebSocket: its headers are gone already
             return resp
         h = resp.headers
@@ -182,11 +188,11 @@ def make_app(view, guard):
         if request.content_type != "application/json":
             return _error(415, "send JSON")
         try:
-            data = json.loads(await request.read())
+            data = json_loads(await request.read(), MAX_BODY, MAX_BODY_DEPTH, "JSON")
         except web.HTTPRequestEntityTooLarge:
             return _error(413, "request too large")
-        except (ValueError, UnicodeError):
-            return _error(400, "not JSON")
+        except InputError as e:
+            return _error(400, str(e))
         text = data.get("text") if isinstance(data, dict) else None
         if not isinstance(text, str):
             return _error(400, "text missing")
