@@ -395,7 +395,7 @@ def test_request_header_checks():
     assert _reason(b.receive, _request([_first_symbols()], app_id=bytes(64))) \
         == "unknown application"
     A, B, a, b, f1 = _responder_after_f1()
-    assert _reason(b.receive, _request([_first_symbols()], version=2)) == "profile not agreed"
+    assert _reason(b.receive, _request([_first_symbols()], version=3)) == "profile not agreed"
     req = f1[0]
     for bad in (req[:9], req[:4] + b"\x01" + req[5:9] + b"\xff\xff\xff\xff\xff\xff",
                 req[:-1], b"\x00\x09" + req[2:9]):

@@ -115,11 +115,20 @@ def run(args):
                 session.StreamRefused) as e:
             failed(str(e))
             raise session_failure(e, args.peer)
+        outstanding = res.get("peer_outstanding") or 0
+        if outstanding:    # the peer confirmed it could not store all we sent
+            res.update(ok=False, reason="peer outstanding")
         ctx.events.emit("sync_done", **summary_fields(args.peer, res))
     finally:
         ctx.close()
     if args.json:
         print(json.dumps(dict(res, peer=args.peer)))
+    if outstanding:
+        raise CliError("sync with %s incomplete: the peer has not stored %d of the %d elements "
+                       "we sent (they wait there for entries it lacks, or were dropped); run "
+                       "the sync again" % (args.peer, outstanding, res["elements_sent"]),
+                       EXIT_FAILURE)
+    if args.json:
         return 0
     if pid == C.PROFILE_RATELESS:
         print("profile rateless, %d symbols sent, %d received, %d round trip(s)%s%s"

@@ -107,11 +107,14 @@ async def reconcile(channel, eset, initiator, config=None, progress=None,
             except asyncio.TimeoutError:
                 m.abort("timeout")
                 raise SetuError("timeout", "no message for %.0f s" % idle_timeout)
-            except ChannelClosed:
-                state = m.state
+            except ChannelClosed as e:
+                state, confirming = m.state, m.confirming
                 m.abort("peer closed")
-                err = SetuError("peer closed", "in state %s%s" % (
-                    state, "" if n else ", before any answer"))
+                why = str(e) if str(e) not in ("", "peer closed") else ""
+                err = SetuError("peer closed", "in state %s%s%s%s" % (
+                    state, "" if n else ", before any answer",
+                    ", before confirming what it stored of ours" if confirming else "",
+                    " (%s)" % why if why else ""))
                 err.unanswered = not n     # e.g. a peer that refused our opening message
                 raise err
             if _msg_type(buf) in HEAVY:
