@@ -116,8 +116,7 @@ class Session:
             self.cut_off(e)
             return
         except SessionRefused as e:
-            self.refusal = e.text
-            reason = "ended by the peer: " + e.text
+            self.refusal = reason = e.text
         except ProtocolError as e:
             reason = "protocol error: " + e.reason
         except (ConnectionError, OSError, ChannelClosed):
@@ -141,7 +140,8 @@ class Session:
         if self.close_reason:
             return
         log_cut_off(self.peer, exc.reason, str(exc))
-        self.end_with("cut off: %s" % exc, exc.reason)
+        self.end_with("cut off: %s (%d > %d, %s)" % (exc.reason, exc.wanted, exc.limit,
+                                                     exc.scope), exc.reason)
         self.budget.close()     # its services' next take fails: they stop soon
 
     def end_with(self, text, reason=None):
@@ -151,10 +151,9 @@ class Session:
             return
         if not self._box_w.closed and not self._writer.is_closing():
             self._writer.write(refusal_bytes(self._box_w, text))
-        self._end(reason or text)
-        asyncio.get_running_loop().call_later(CLOSE_WAIT_S, self._writer.transport.abort)
+        self._end(reason or text, linger=True)
 
-    def _end(self, reason):
+    def _end(self, reason, linger=False):
         if self.close_reason:
             return
         self.close_reason = reason
@@ -172,7 +171,10 @@ class Session:
             # fails), so they finish on their own; the grace only bounds a stuck one.
             asyncio.get_running_loop().call_later(
                 END_GRACE_S, lambda: [t.cancel() for t in services])
-        self._writer.close()
+        if linger:
+            _close_after(self._writer)
+        else:
+            self._writer.close()
         self._done.set()
 
     async def open_stream(self, name):
@@ -229,6 +231,18 @@ def refusal_bytes(box_writer, text):
     """Wire bytes ending a session with a reason: REFUSE on stream 0, then the goodbye."""
     frame = encode_frame(REFUSE, SESSION_SID, text.encode("utf-8")[:MAX_REASON])
     return box_writer.seal(frame) + box_writer.goodbye()
+
+
+def _close_after(writer):
+    """Close after what we wrote: our FIN now, the socket within CLOSE_WAIT_S. Closing at
+    once with unread data from the peer would make the kernel reset the connection and
+    could destroy the frames we just wrote (a reason the peer should read)."""
+    try:
+        if writer.can_write_eof():
+            writer.write_eof()
+    except (OSError, RuntimeError):
+        pass
+    asyncio.get_running_loop().call_later(CLOSE_WAIT_S, writer.transport.abort)
 
 
 def _close_quietly(writer):
@@ -433,8 +447,7 @@ class SessionServer:
             _LOG.warning("session of %s from %s refused: %s", keys.peer.hex()[:16],
                          peername[0], why)
             writer.write(refusal_bytes(BoxWriter(keys.send_key, keys.send_nonce), why))
-            writer.close()
-            asyncio.get_running_loop().call_later(CLOSE_WAIT_S, writer.transport.abort)
+            _close_after(writer)
             return
         for v in victims:
             _LOG.info("session %s ends to make room for %s", v.peer.hex()[:16],

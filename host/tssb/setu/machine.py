@@ -258,6 +258,14 @@ class Reconciler:
                 self._rl.drop_flight()
             raise
 
+    def close(self):
+        """The operation is over: let go of the set and what the rateless state holds (an
+        exception's traceback may keep this object alive until a full garbage collection:
+        the set's arrays must not stay with it). Stats stay."""
+        if self._rl is not None:
+            self._rl.close()
+        self.eset = self._provider = self._rx_ibf = self._full = None
+
     def abort(self, reason):
         """Local abort (e.g. timeout in the driver)."""
         self.state = ERROR

@@ -810,6 +810,12 @@ class RatelessMachine:
         self._flight_done()
         return handler(flags, secs)
 
+    def close(self):
+        """Let go of the set, its prefix and the decoder (see Reconciler.close)."""
+        self.drop_flight()
+        self.eset = self.prefix = self.dec = None
+        self._raw, self._recv_keys, self._given = [], set(), set()
+
     def _hold(self, tag, payload):
         """Buffer a section until the flight's END: within the flight bound of our state
         and charged to the session's budget (received_bytes)."""

@@ -217,5 +217,7 @@ class StoreSets:
             self.used.refresh()
 
     def release(self):
+        """The sync is over: give back the unverified charge and let go of the set."""
         if self._source is not None:
             self._source.release()
+        self.used = self._source = None
