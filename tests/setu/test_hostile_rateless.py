@@ -449,3 +449,21 @@ def test_a_sync_the_server_cut_off_fails_and_says_why(tmp_path, capsys):
     assert code == 1
     assert "cut off: budget: received_bytes" in err and "trying again" not in err
     assert "Traceback" not in err
+
+
+def test_a_crafted_stream_costs_the_initiator_its_configured_time_only():
+    """The initiator's search had its deadline checked only between passes of up to 2^18
+    tests: a stream whose symbols all stay nonzero (every key a candidate) held it for a
+    whole pass of the walk and the tests. It now stops within rl_search_s of searching."""
+    s = KeySet(200000)
+    a = Reconciler(s, True, Config(profile_id=C.PROFILE_RATELESS, rl_search_s=0.05))
+    a.start()
+    rl = a._rl
+    rl.dec = rl._decoder()
+    r = random.Random(2)
+    rl.dec.add(0, bytes(b | 1 for b in r.randbytes(8 * 3000)))
+    cpu0 = time.process_time()
+    rl._search(3000)
+    cpu = time.process_time() - cpu0
+    assert cpu < 0.3, cpu                   # before: one whole pass, ~185,000 tests
+    assert rl.stats["search_tests"] < 100000 and rl.stats["search_limited"]
