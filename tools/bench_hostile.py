@@ -581,18 +581,26 @@ async def _crafted_stream(s, tally, end):
         ch.close()
 
 
-async def crafted_flights(ctx, port, server_pub, tally, end):
-    """Crafted first flights on two setu streams of one session, one after the other."""
+async def _each_session(ctx, port, server_pub, tally, end, body):
+    """Sessions one after the other until `end`, each running body(session) until it ends
+    (cut off, refused), then counting what the server said."""
     while time.monotonic() < end:
         s = await _session(ctx, port, server_pub, tally, end)
         if s is None:
             return
         try:
-            await asyncio.gather(*[_crafted_stream(s, tally, end) for _ in range(2)])
+            await body(s)
         except Exception:
             pass
         _told(tally, s)
         s._writer.transport.abort()
+
+
+async def crafted_flights(ctx, port, server_pub, tally, end):
+    """Crafted first flights on two setu streams of one session, one after the other."""
+    async def body(s):
+        await asyncio.gather(*[_crafted_stream(s, tally, end) for _ in range(2)])
+    await _each_session(ctx, port, server_pub, tally, end, body)
 
 
 async def held_sessions(ctx, port, server_pub, tally, end):
@@ -633,11 +641,12 @@ async def _endless_stream(s, tally, end, honest_first, first):
                 flags = 9 + _count_len(first)         # FLAGS of the RL_REQUEST
                 await ch.send(first[:flags] + b"\x00" + first[flags + 1:])
                 junk = _ENDLESS_SYMBOLS
-            while time.monotonic() < end:
+            while time.monotonic() < end and not ch.remote_closed:
                 await ch.send(junk)
                 tally.units += len(junk)
         except Exception:
             pass                      # refused (flood) or cut off (budget): again
+        ch.close()
 
 
 def _count_len(req):
@@ -659,41 +668,27 @@ _ENDLESS_WANTS = _ENDLESS_WANTS.messages(0)[0]
 async def endless_flights(ctx, port, server_pub, tally, end):
     """Two setu streams a session sending RL messages that never END: one a first flight
     (refused past one message), one after a whole first flight (charged, then cut off)."""
-    while time.monotonic() < end:
-        s = await _session(ctx, port, server_pub, tally, end)
-        if s is None:
-            return
-        try:
-            await asyncio.gather(_endless_stream(s, tally, end, False, tally.request),
-                                 _endless_stream(s, tally, end, True, tally.request))
-        except Exception:
-            pass
-        _told(tally, s)
-        s._writer.transport.abort()
+    async def body(s):
+        await asyncio.gather(_endless_stream(s, tally, end, False, tally.request),
+                             _endless_stream(s, tally, end, True, tally.request))
+    await _each_session(ctx, port, server_pub, tally, end, body)
 
 
 async def every_budget(ctx, port, server_pub, tally, end):
     """One session filling two budgets at once: RL messages that never END after a whole
     first flight (received_bytes) on one setu stream, fake full-mode chunks (unverified)
     on the other, until it is cut off; again."""
-    while time.monotonic() < end:
-        s = await _session(ctx, port, server_pub, tally, end)
-        if s is None:
-            return
-        try:
-            chans = [await s.open_stream("setu") for _ in range(2)]
+    async def flights(ch):
+        await ch.send(tally.request)
+        await ch.recv()
+        while time.monotonic() < end:
+            await ch.send(_ENDLESS_WANTS)
+            tally.units += len(_ENDLESS_WANTS)
 
-            async def flights(ch):
-                await ch.send(tally.request)
-                await ch.recv()
-                while time.monotonic() < end:
-                    await ch.send(_ENDLESS_WANTS)
-                    tally.units += len(_ENDLESS_WANTS)
-            await asyncio.gather(flights(chans[0]), _setu_full(chans[1], tally, end))
-        except Exception:
-            pass
-        _told(tally, s)
-        s._writer.transport.abort()
+    async def body(s):
+        chans = [await s.open_stream("setu") for _ in range(2)]
+        await asyncio.gather(flights(chans[0]), _setu_full(chans[1], tally, end))
+    await _each_session(ctx, port, server_pub, tally, end, body)
 
 
 FLOODS = {"open flood": open_flood, "fake elements": fake_elements, "maximum IBF": max_ibf,
@@ -720,7 +715,7 @@ async def _sync(home, port):
 
 
 async def run_case(name, flood, templates, server_pub, args, work):
-    case_dir = os.path.join(work, name.replace(" ", "_").replace("'", ""))
+    case_dir = tempfile.mkdtemp(prefix=re.sub(r"\W+", "_", name) + "-", dir=work)
     homes = {}
     for n, src in templates.items():
         homes[n] = os.path.join(case_dir, n)
@@ -761,7 +756,12 @@ async def run_case(name, flood, templates, server_pub, args, work):
         await asyncio.sleep(args.sync_at)
         code, sync_s, sync_out = await _sync(homes["legit"], port)
         sync_end = time.monotonic()
-        await asyncio.gather(*attacks, sampler, return_exceptions=True)
+        await sampler
+        # an attacker still waiting (for credit the server no longer grants) is stopped
+        _, late = await asyncio.wait(attacks, timeout=10) if attacks else ((), ())
+        for a in late:
+            a.cancel()
+        await asyncio.gather(*attacks, return_exceptions=True)
         await asyncio.sleep(0.6)         # the stats line covering the last interval
         t1 = time.monotonic()
         last = server.stats[-1][1] if server.stats else {}

@@ -14,7 +14,7 @@ from tssb.session import StreamRefused, connect, start_server
 from tssb.session import mux as M
 from tssb.session.budget import BudgetExceeded, Limits, Pool, offload
 
-from test_session_net import hosts  # noqa: F401 (fixture: two homes, b allowed by a)
+from test_session_net import _until, hosts  # noqa: F401 (fixture: two homes, b allowed by a)
 
 ECHO = "tssb_test_budget_echo"
 
@@ -33,14 +33,6 @@ def echo_module():
 
 def run(coro, limit=60):
     return asyncio.run(asyncio.wait_for(coro, limit))
-
-
-async def _until(cond, seconds=10.0):
-    for _ in range(int(seconds / 0.01)):
-        if cond():
-            return True
-        await asyncio.sleep(0.01)
-    return cond()
 
 
 def test_open_flood_from_a_peer_that_never_reads_is_cut_off(hosts):

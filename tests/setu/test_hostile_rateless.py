@@ -5,8 +5,9 @@ what it stored (issue 33 item 7). Memory and CPU are asserted generously (tracem
 CPU seconds); the heavy sizes are in tools/bench_hostile.py."""
 import asyncio
 import contextlib
+import importlib.util
+import os
 import random
-import threading
 import time
 import tracemalloc
 
@@ -23,60 +24,22 @@ from tssb.setu.errors import SetuError
 from tssb.setu.machine import Config, Reconciler
 from tssb.setu.rateless_prefix import RatelessPrefix
 
-from helpers import make_sets, pump
+from helpers import make_sets, pump, served_homes, tssb_cli
+
+_spec = importlib.util.spec_from_file_location(
+    "bench_hostile", os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench_hostile.py"))
+bench_hostile = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_hostile)
+KeySet = bench_hostile.KeySet      # a responder's rateless set of n random keys
 
 RATELESS = Config(profile_id=C.PROFILE_RATELESS)
-
-
-class KeySet:
-    """A responder's rateless set of n random keys (no elements: enough for the first
-    flight, built in a fraction of a second)."""
-    etype = 1
-    check = None
-
-    def __init__(self, n, seed=1):
-        r = random.Random(seed)
-        self.keys = {r.randbytes(5) for _ in range(n)}
-        self.p = RatelessPrefix(RL.prefix_length(n))
-        for k in self.keys:
-            self.p.add_key(k)
-        self.p.flush()
-
-    def __len__(self):
-        return len(self.keys)
-
-    def rateless(self, m):
-        self.p.extend(m)
-        return self.p
-
-    def has_rateless_key(self, k):
-        return k in self.keys
-
-    def rateless_keys(self):
-        return list(self.keys)
-
-    def rateless_elements(self, k):
-        return []
-
-    def has(self, h):
-        return False
-
-    def add(self, data, h=None):
-        pass
 
 
 def crafted_request(s, k1, seed=5):
     """What a peer that knows our set sends: our own first k1 symbols XOR garbage (every one
     stays nonzero, so every key is a candidate) and our own probe bits (the estimate lands
     where the responder searches)."""
-    r = random.Random(seed)
-    garbage = np.array([r.getrandbits(64) | 1 for _ in range(k1)], dtype=np.uint64)
-    f = RL.Flight()
-    f.add(RL.SEC_SYMBOLS, RL._varint(0) + (s.p.sums[:k1] ^ garbage).astype("<u8").tobytes())
-    probes = RL.probe_indices(k1, min(s.p.m, 8 * len(s) + 64))
-    f.add(RL.SEC_PROBES, RL._varint(len(probes)) + RL.pack_probes(
-        [RL.probe_value(s.p.symbol_int(g)) for g in probes]))
-    return RL.request(RL.app_tag(Config().app_id), len(s), f.messages(RL.FLAG_END)[0])
+    return bench_hostile.crafted_request(s.prefix, len(s), k1, seed)
 
 
 def _measure(fn):
@@ -259,51 +222,11 @@ def test_an_older_initiator_gets_no_confirmation_it_would_not_understand(monkeyp
 
 # -- end to end: `tssb sync` against a `tssb serve` in a thread ---------------------------
 
-def _tssb(capsys, *argv):
-    from tssb import cli
-    with pytest.raises(SystemExit) as e:
-        cli.main(list(argv))
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
-
-
-@contextlib.contextmanager
-def _served(tmp_path, capsys, posts, limits=None):
-    """Home a with `posts`, home s served on loopback in a thread (open mode: any key with
-    the network key). Yields (home a, server context, the running SessionServer, peer,
-    the server's loop)."""
-    from tssb.context import Context
-    from tssb.session import PeerPolicy, start_server
-    ha, hs = str(tmp_path / "a"), str(tmp_path / "s")
-    for h, texts in ((ha, posts), (hs, ())):
-        assert _tssb(capsys, "id", "--home", h)[0] == 0
-        for text in texts:
-            assert _tssb(capsys, "post", "--home", h, text)[0] == 0
-    ca, cs = Context.open(ha), Context.open(hs)
-    cs.set_network_key(ca.network_key)
-    loop = asyncio.new_event_loop()
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    try:
-        server = asyncio.run_coroutine_threadsafe(start_server(
-            cs, "127.0.0.1", 0, policy=PeerPolicy(cs.network_key, open_mode=True),
-            limits=limits), loop).result(10)
-        peer = "127.0.0.1:%d" % server.port
-        ca.store.add_peer(cs.identity.public, addr=peer)
-        ca.close()
-        yield ha, cs, server, peer, loop
-        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(10)
-        cs.close()
-
-
 def test_tssb_sync_says_what_the_peer_could_not_store(tmp_path, capsys, monkeypatch):
     from tssb.setu import rateless_store
     monkeypatch.setattr(rateless_store.RatelessStoreSet, "outstanding", lambda self: 2)
-    with _served(tmp_path, capsys, ["one", "two", "three"]) as (ha, cs, server, peer, loop):
-        code, out, err = _tssb(capsys, "sync", "--home", ha, "--peer", peer)
+    with served_homes(tmp_path, capsys, ["one", "two", "three"], []) as (ha, _, _, peer, _, _):
+        code, out, err = tssb_cli(capsys, "sync", "--home", ha, "--peer", peer)
     assert code == 1
     assert "incomplete: the peer has not stored 2 of the 3 elements we sent" in err
     assert "Traceback" not in err
@@ -316,7 +239,8 @@ def test_another_keys_full_pool_does_not_lose_a_legitimate_sync(tmp_path, capsys
     from tssb.context import Context
     from tssb.session import connect
     limits = Limits(unverified=50)
-    with _served(tmp_path, capsys, ["p1", "p2", "p3"], limits) as (ha, cs, server, peer, loop):
+    with served_homes(tmp_path, capsys, ["p1", "p2", "p3"], [], limits) as (
+            ha, ca, cs, peer, server, loop):
         greedy = Context.open(str(tmp_path / "g"))
         greedy.set_network_key(cs.network_key)
 
@@ -336,11 +260,9 @@ def test_another_keys_full_pool_does_not_lose_a_legitimate_sync(tmp_path, capsys
                     pass
             return sessions, held
         sessions, held = asyncio.run_coroutine_threadsafe(hold(), loop).result(20)
-        code, out, err = _tssb(capsys, "sync", "--home", ha, "--peer", peer)
-        ca = Context.open(ha)
+        code, out, err = tssb_cli(capsys, "sync", "--home", ha, "--peer", peer)
         fid = ca.identity.public
         stored = cs.store.front(fid)[0] if cs.store.has_feed(fid) else 0
-        ca.close()
         assert (code, stored) == (0, 3), err
         assert held == 2 * 50
 
@@ -444,8 +366,8 @@ def test_a_finished_or_refused_rateless_operation_frees_the_set_at_once(tmp_path
 
 def test_a_sync_the_server_cut_off_fails_and_says_why(tmp_path, capsys):
     limits = Limits(received_bytes=64)          # the first flight's symbols are more
-    with _served(tmp_path, capsys, ["one"], limits) as (ha, cs, server, peer, loop):
-        code, out, err = _tssb(capsys, "sync", "--home", ha, "--peer", peer)
+    with served_homes(tmp_path, capsys, ["one"], [], limits) as (ha, _, _, peer, _, _):
+        code, out, err = tssb_cli(capsys, "sync", "--home", ha, "--peer", peer)
     assert code == 1
     assert "cut off: budget: received_bytes" in err and "trying again" not in err
     assert "Traceback" not in err

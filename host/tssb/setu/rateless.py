@@ -14,6 +14,7 @@ Flights (I initiator, R responder; see docs/setu.md "Profile rateless"):
   its own keys: own_key_search).
    decoded:  F2 R->I  RL{DONE, ELEMENTS (R-only), WANTS (I-only keys)}
              F3 I->R  RL{ELEMENTS (wanted)}                     (only when R wanted any)
+             F4 R->I  RL{DONE|STORED} (version 2: R stored them; else a STORED section)
    not yet:  F2 R->I  RL{ELEMENTS, WANTS (what R decoded so far), RESIDUAL 0..k1,
                          SYMBOLS k1..m of R's own set}  with m from R's estimate of the
                          difference (PROBES), or KEYS (all of R's keys) when that is cheaper;
@@ -23,12 +24,18 @@ Flights (I initiator, R responder; see docs/setu.md "Profile rateless"):
              decodes from ~0.9-1.1 symbols per difference instead of 1.35-1.7
              F3 I->R  RL{DONE, ELEMENTS (I-only), WANTS (R-only keys)}, or RL{MORE m2} when
                       I could not decode yet (one more exchange, counted in the stats)
-             F4 R->I  RL{ELEMENTS (wanted)}                     (only when I wanted any)
+             F4 R->I  RL{ELEMENTS (wanted)}                     (when I wanted any and,
+                      version 2, STORED or FLAG_STORED when I sent elements: then always)
 An RL message body is FLAGS (1 byte: bit 0 END = last message of the flight, bit 1 DONE =
-the sender decoded everything) followed by sections TAG (1) || LEN (varint) || PAYLOAD.
+the sender decoded everything, bit 2 STORED = it stored every element we sent) followed by
+sections TAG (1) || LEN (varint) || PAYLOAD. The initiator is done only once the responder
+confirmed what it stored of its elements (version 2; docs/setu.md).
 
 Every bound comes from local configuration and local set sizes (Config.rl_*), never from
 what the peer declares beyond the byzantine upper bound; every abort is SetuError(reason).
+What the peer makes us hold (a flight until its END) is charged to the session's budget,
+and what a search costs is bounded in CPU time, pairs and tests, however the symbols were
+chosen (own_key_search).
 """
 import math
 import time
@@ -72,9 +79,9 @@ FIRST_SYMBOLS = 21        # k1: the first flight decodes d = 10 at R in ~99 % of
                           # n = 10^4 (with R's own-key search; 17: ~97 %), the rest mostly from
                           # the residual (FIRST_REST_VALUES); bytes from the d = 1 bar (F1 <=
                           # 248: an element only I holds costs F1 + 52)
-FIRST_SYMBOLS_MAX = 64    # most first-flight symbols a responder accepts: three times k1, and
-                          # what the prefix's per-key index masks cover (LOW_INDICES), so a
-                          # search of a first flight never walks every key's mapping
+FIRST_SYMBOLS_MAX = LOW_INDICES   # most first-flight symbols a responder accepts (64):
+                          # three times k1, and what the prefix's per-key index masks cover,
+                          # so a search of a first flight never walks every key's mapping
 PROBE_GROWTH = (1014, 1000)   # probe indices grow by 1.4 % from k1 (~55 bytes of 1-bit probes
                           # estimate d with a spread of ~0.20-0.22 in log; 2 %, ~41 bytes: 0.24)
 PROBE_DENSE_END = 8192    # ... to here (d up to ~4000), then
@@ -110,7 +117,8 @@ SEARCH_MAX_PAIRS = 1 << 20    # candidate pairs one search keeps (the sparsest: 
                               # while it runs; at 10^6 keys a difference of 1000 has ~2 x 10^6)
 FIRST_SEARCH_SECONDS = 0.3    # CPU seconds of the responder's search of a first flight: the
                               # peer picks those symbols (any that stay nonzero make every key
-                              # a candidate); the walk over 10^6 keys takes ~0.15 s
+                              # a candidate); from the index masks the candidates of 10^6 keys
+                              # take ~20 ms, ~6 x 10^4 tests the rest
 FIRST_SEARCH_PAIRS = 1 << 17  # ... and its pairs: the false-key budget stops a search of the
                               # first symbols after ~6 x 10^4 tests at 10^6 keys (fewer below)
 SEARCH_TEST_BATCH = 2048      # tests between two looks at the clock
@@ -137,7 +145,7 @@ MAX_FLIGHT_SECTIONS = 4096    # sections buffered until a flight's END (honest: 
 MAX_FLIGHT_BYTES = 64 << 20   # bytes buffered until END (elements are taken as they arrive):
                               # 8 MiB of symbols at MAX_RL_SYMBOLS, or a key list; each byte
                               # is also charged to the session's "received_bytes"
-MAX_FIRST_FLIGHT = C.MAX_MESSAGE_SIZE   # a first flight fits its RL_REQUEST (<= 256 symbols)
+MAX_FIRST_FLIGHT = C.MAX_MESSAGE_SIZE   # a first flight fits its RL_REQUEST (<= 64 symbols)
 SECTION_COST = 64             # bytes charged per buffered section besides its payload
 _MSG_ROOM = C.MAX_MESSAGE_SIZE - C.HEADER_SIZE - 1 - 8   # payload room per message
 
@@ -594,12 +602,15 @@ class RatelessMachine:
 
     Args:
         eset: the local set: an ElementSet, or anything with its rateless interface
-            (len, etype, check, has, add, rateless, rateless_elements, has_rateless_key,
-            rateless_keys), e.g. rateless_store.RatelessStoreSet.
+            (len, etype, check, has, add, rateless, rateless_elements, has_rateless_key;
+            optionally outstanding: received elements not stored), e.g.
+            rateless_store.RatelessStoreSet.
         initiator: True for I.
         cfg: machine.Config (rl_first_symbols, rl_prefix, rl_max_symbols, upper_bound).
         stats: the Reconciler's stats dict, updated in place.
         remote_size: R: the element count from the RL_REQUEST (already bounded).
+        budget: the session's tssb.session.budget.Budget (flights, strikes) or None.
+        version: the RL_REQUEST version (R: the initiator's; 2 confirms what R stored).
     """
 
     def __init__(self, eset, initiator, cfg, stats, remote_size=None, budget=None,
