@@ -60,7 +60,7 @@ def test_a_crafted_first_flight_costs_the_responder_bounded_cpu_and_memory():
     clock (10^5 keys: 81 MiB, 1.4 s; 10^6: 690 MiB, 4 s). Now the walk goes in batches,
     keeps only the pairs a search can reach, and stops at rl_first_search_s of CPU."""
     s = KeySet(100000)
-    for k1 in (21, RL.FIRST_SYMBOLS_MAX):
+    for k1 in (21, 64):                              # 64: the most we accept
         b = Reconciler(s, False, Config())
         req = crafted_request(s, k1)
         out, cpu, peak = _measure(lambda: b.receive(req))
@@ -389,3 +389,25 @@ def test_a_crafted_stream_costs_the_initiator_its_configured_time_only():
     cpu = time.process_time() - cpu0
     assert cpu < 0.3, cpu                   # before: one whole pass, ~185,000 tests
     assert rl.stats["search_tests"] < 100000 and rl.stats["search_limited"]
+
+
+def test_tssb_sync_refused_by_a_full_server_says_so(tmp_path, capsys):
+    """Item 2: a full server closed at the hello, and `tssb sync` said the server uses
+    another network key. An allowed peer is now told the real reason."""
+    from tssb.context import Context
+    from tssb.session import connect
+    with served_homes(tmp_path, capsys, ["one"], []) as (ha, ca, cs, peer, server, loop):
+        server.policy.max_sessions = 1
+        other = Context.open(str(tmp_path / "o"))
+        other.set_network_key(cs.network_key)
+
+        async def hold():
+            s = await connect("127.0.0.1", server.port, other, peer=cs.identity.public)
+            await s.open_stream("clock")           # a service runs for it: not idle
+            return s
+        held = asyncio.run_coroutine_threadsafe(hold(), loop).result(20)
+        code, out, err = tssb_cli(capsys, "sync", "--home", ha, "--peer", peer)
+        asyncio.run_coroutine_threadsafe(held.close(), loop).result(20)
+        other.close()
+    assert code == 1
+    assert "server busy: too many sessions" in err and "network key" not in err
