@@ -442,7 +442,7 @@ class SessionServer:
             return
         finally:
             self.policy.release()
-        victims, why = self.policy.place(keys.peer, list(self.sessions))
+        victims, why = self.policy.place(keys.peer, [s for s in self.sessions if not s.closed])
         if why is not None:     # an allowed peer: it may know why
             _LOG.warning("session of %s from %s refused: %s", keys.peer.hex()[:16],
                          peername[0], why)

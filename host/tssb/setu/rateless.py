@@ -595,6 +595,17 @@ R_WAIT_ELEMENTS = "rl_wait_elements"
 I_WAIT_STORED = "rl_wait_stored"
 FINISHED = "finished"
 
+# state -> handler of a whole flight (its END received). I_WAIT_ELEMENTS and R_WAIT_ELEMENTS
+# share a name: one side's final flight (the wanted elements, then the confirmation).
+TRANSITIONS = {
+    I_WAIT_F2: "_i_on_f2",
+    I_WAIT_MORE: "_i_on_more_symbols",
+    I_WAIT_ELEMENTS: "_on_final_elements",
+    I_WAIT_STORED: "_on_final_elements",
+    R_WAIT_F1: "_r_on_f1",
+    R_WAIT_F3: "_r_on_f3",
+}
+
 
 class RatelessMachine:
     """One rateless operation for one side; Reconciler delegates to it after the profile is
@@ -801,11 +812,8 @@ class RatelessMachine:
         if len(buf) >= C.HEADER_SIZE and int.from_bytes(buf[2:4], "big") == C.MSG_RL_REQUEST:
             raise SetuError("unexpected message", "RL_REQUEST in state %s" % self.state)
         flags, secs = parse(buf)
-        handler = {I_WAIT_F2: self._i_on_f2, I_WAIT_ELEMENTS: self._on_final_elements,
-                   I_WAIT_STORED: self._on_final_elements,
-                   I_WAIT_MORE: self._i_on_more_symbols, R_WAIT_F1: self._r_on_f1,
-                   R_WAIT_F3: self._r_on_f3, R_WAIT_ELEMENTS: self._on_final_elements}.get(self.state)
-        if handler is None:
+        name = TRANSITIONS.get(self.state)
+        if name is None:
             raise SetuError("unexpected message", "RL in state %s" % self.state)
         for tag, payload in secs:
             if tag == SEC_ELEMENTS:
@@ -819,7 +827,7 @@ class RatelessMachine:
         secs = self._flight
         self.drop_flight()
         self._flight_done()
-        return handler(flags, secs)
+        return getattr(self, name)(flags, secs)
 
     def close(self):
         """Let go of the set, its prefix and the decoder (see Reconciler.close)."""
