@@ -344,7 +344,13 @@ def test_a_finished_or_refused_rateless_operation_frees_the_set_at_once(tmp_path
     async def one(request):
         peer, end = memory_pair()
         end.budget = Pool().budget()
-        task = asyncio.ensure_future(service.serve(end, ctx, b"p" * 32))
+
+        async def serve():
+            try:
+                await service.serve(end, ctx, b"p" * 32)
+            finally:
+                end.close()                        # as the session layer does
+        task = asyncio.ensure_future(serve())
         await peer.send(request)
         with contextlib.suppress(ChannelClosed, asyncio.TimeoutError):
             await asyncio.wait_for(peer.recv(), 10)
