@@ -29,8 +29,30 @@ task's lateness, worst per 0.5 s interval), the sync's time against a run withou
   fake elements    full mode with fake side-chain chunks, up to 2**26 declared (item 5)
   maximum IBF      an operation request declaring 2**26 elements, then the largest IBFs
                    the budget lets it send, random so every decode fails (item 6)
-Bars: RSS growth <= 64 MiB per attacking session, the sync completes during the attack,
-no loop stall > 100 ms. Besides the loop's worst lag the server reports how much of that
+  crafted flights  (issue 34) sessions from 4 keys and addresses (8 sessions a key at most)
+                   sending RL_REQUESTs crafted against the server's own set (its first 64
+                   symbols, the most it accepts, XOR garbage, its own probe bits: every key a
+                   search candidate), two streams a session; the server holds --big-entries
+                   entries
+  one key's sessions  (issue 34) one key connecting as often as it can, each session keeping
+                   a stream open: how many it gets, what it is told, and a second key's sync
+  endless flights  (issue 34) sessions from 4 keys, 2 setu streams each, first flights that
+                   never end (refused past one message) and, after an honest-looking first
+                   flight, RL messages that never END (charged until the session's
+                   received_bytes budget cuts it off), reconnecting
+  every budget     (issue 34) one session at a time filling two budgets at once: endless RL
+                   flights on one setu stream, fake full-mode chunks on the other (the
+                   measured worst case of one session)
+Bars: RSS growth <= 64 MiB per attacking session (issue 34's floods: <= 80 MiB per session
+and <= 1 GiB in all), the sync completes during the attack (with crafted flights on a
+10^5-entry server: within 10 s), no loop stall > 100 ms.
+
+rateless case (in this process, no sockets; issue 34): a responder of --rl-elements random
+keys (10^6) handles crafted first flights: CPU seconds and traced peak growth per
+operation (bars: <= 0.5 s, <= 64 MiB), for the search-maximising flight with 21 and 256
+symbols, a flight whose probes claim a huge difference (the key-list answer), a MORE up to
+the symbol limit, and the same key's crafted flights repeated (each limit hit halves its
+next search). Besides the loop's worst lag the server reports how much of that
 tick its loop thread waited for a CPU (Linux schedstat: other processes had it), and its
 worst stall net of such waits (`loop_stall_max_ms`: our code, or a worker holding the GIL);
 on a quiet machine the two agree. The attacker runs in this process at nice +10,
@@ -38,14 +60,17 @@ the server and the sync at the caller's priority (in deployment the attacker is 
 machine, not a competitor for our 2 cores); attacker sessions come from 127.0.0.2, so the
 server's per-address connection limit does not count them against the legitimate peer.
 
-Usage: python tools/bench_hostile.py [--only mesh|serve] [--junk 10000] [--seconds 25]
-                                     [--attackers 1]
+Usage: python tools/bench_hostile.py [--only mesh|serve|rateless] [--junk 10000] [--seconds 25]
+                                     [--attackers 1] [--floods NAME,...] [--big-entries 100000]
+                                     [--rl-elements 1000000]
 """
 import argparse
 import asyncio
+import gc
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -54,11 +79,13 @@ import sys
 import tempfile
 import threading
 import time
+import tracemalloc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "host"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "shared"))
 
+import numpy as np  # noqa: E402
 from nacl.signing import SigningKey  # noqa: E402
 from tinyssb import crypto, entry  # noqa: E402
 from tinyssb.bus import Bus, same_stores  # noqa: E402
@@ -67,20 +94,31 @@ from tinyssb.goset import DEPLOYED, EXTENDED  # noqa: E402
 from tinyssb.node import Node  # noqa: E402
 from tinyssb.store import MemStore  # noqa: E402
 from tssb.context import Context  # noqa: E402
+from tssb.channel import ChannelClosed  # noqa: E402
 from tssb.session import mux as MX  # noqa: E402
 from tssb.session.net import Session, client_handshake  # noqa: E402
 from tssb.session.budget import Limits  # noqa: E402
+from tssb.session.errors import StreamRefused  # noqa: E402
 from tssb.setu import constants as C  # noqa: E402
 from tssb.setu import ibf as I  # noqa: E402
 from tssb.setu import messages as M  # noqa: E402
 from tssb.setu import policy  # noqa: E402
-from tssb.setu.machine import DEFAULT_APP_ID  # noqa: E402
+from tssb.setu import rateless as RL  # noqa: E402
+from tssb.setu.machine import DEFAULT_APP_ID, Config, Reconciler  # noqa: E402
+from tssb.setu.rateless_prefix import RatelessPrefix  # noqa: E402
+from tssb.setu.rateless_store import RatelessStoreSet  # noqa: E402
+from tssb.store import open_store  # noqa: E402
 from tssb.setu.tinyssb_elements import ELEMENT_TYPE, make_chunk_element  # noqa: E402
 
 TIME_BOUND = 1.5        # junk may slow a copy down by this much (issue 15, Benchmark)
 STEP_MS = 100           # bus step
 LIMIT_MS = 3600 * 1000  # a copy that takes an hour of virtual time has failed
 RSS_BOUND_MIB = 64      # per attacking session (issue 15, Benchmark)
+ISSUE34_RSS_PER_SESSION_MIB = 80    # issue 34's floods: per session, and
+ISSUE34_RSS_TOTAL_MIB = 1024        # ... in all
+BIG_SYNC_BOUND_S = 10.0  # a sync on a 10^5-entry server under crafted flights (issue 34)
+RL_CPU_BOUND_S = 0.5     # a crafted first flight at 10^6 elements: CPU seconds, and
+RL_PEAK_BOUND_MIB = 64   # ... traced peak growth (issue 34)
 LAG_BOUND_MS = 100
 SAMPLE_S = 0.1
 CLAIMED = 1 << 26       # the byzantine upper bound: the largest count a peer may declare
@@ -282,23 +320,33 @@ def _write_feed(store, seed, n, rng):
                 store.put_chunk(author.fid, seq, c, chunk)
 
 
-def build_homes(root, entries):
-    """Server (feeds of 3 authors), legitimate peer (most of them plus its own), attacker.
+ATTACKER_KEYS = 4       # attacking identities (a key gets 8 of the 32 sessions at most)
+
+
+def build_homes(root, entries, legit_behind=None):
+    """Server (feeds of 3 authors), legitimate peer (most of them plus its own), attackers
+    (ATTACKER_KEYS identities, "attacker" the first). The legitimate peer lacks the last
+    fifth of each feed, or the last `legit_behind` entries; both have their rateless state.
 
     Returns: dict name -> home directory, and the server's public key.
     """
-    homes = {n: os.path.join(root, n) for n in ("server", "legit", "attacker")}
+    names = ["server", "legit", "attacker"] + ["attacker%d" % i for i in range(1, ATTACKER_KEYS)]
+    homes = {n: os.path.join(root, n) for n in names}
     ctx = {n: Context.open(h) for n, h in homes.items()}
     key = ctx["server"].network_key
-    for n in ("legit", "attacker"):
+    for n in names[1:]:
         ctx[n].set_network_key(key)
         ctx["server"].store.add_peer(ctx[n].identity.public, n)
     per = max(1, entries // 3)
+    behind = per // 5 if legit_behind is None else legit_behind
     for i in range(3):
         seed = bytes([i + 1]) * 32
         _write_feed(ctx["server"].store, seed, per, random.Random(i))
-        _write_feed(ctx["legit"].store, seed, per * 4 // 5, random.Random(i))  # same prefix
-    _write_feed(ctx["legit"].store, bytes([9]) * 32, per // 3, random.Random(9))
+        _write_feed(ctx["legit"].store, seed, per - behind, random.Random(i))  # same prefix
+    _write_feed(ctx["legit"].store, bytes([9]) * 32, max(1, min(per // 3, 20)),
+                random.Random(9))
+    for n in ("server", "legit"):
+        RatelessStoreSet(ctx[n].store).refresh()     # as after the homes' first sync
     server_pub = ctx["server"].identity.public
     for c in ctx.values():
         c.close()
@@ -378,20 +426,23 @@ def _free_port():
 # -- attackers ---------------------------------------------------------------------------
 
 class Tally:
-    def __init__(self):
+    def __init__(self, addr=ATTACKER_ADDR, request=None):
         self.sessions = 0
         self.units = 0           # what the flood sent: frames, elements or IBF buckets
         self.refused = 0         # connections refused (rate limits) and retried
+        self.told = {}           # what the server said when it ended a session -> count
+        self.addr = addr         # where this attacker connects from
+        self.request = request   # crafted flights: the RL_REQUEST to send
 
 
-async def _session(ctx, port, server_pub, tally, end):
-    """A new session from ATTACKER_ADDR, retrying while the server's connection rate
+async def _session(ctx, port, server_pub, tally, end, retry=True):
+    """A new session from the tally's address, retrying while the server's connection rate
     limit refuses us."""
     while time.monotonic() < end:
         writer = None
         try:
             reader, writer = await asyncio.open_connection(
-                "127.0.0.1", port, local_addr=(ATTACKER_ADDR, 0))
+                "127.0.0.1", port, local_addr=(tally.addr, 0))
             keys = await asyncio.wait_for(client_handshake(
                 reader, writer, ctx.network_key, ctx.identity.seed, server_pub), 10)
             tally.sessions += 1
@@ -400,8 +451,18 @@ async def _session(ctx, port, server_pub, tally, end):
             if writer is not None:
                 writer.transport.abort()
             tally.refused += 1
+            if not retry:
+                return None
             await asyncio.sleep(0.2)
     return None
+
+
+def _told(tally, session):
+    """Count what the server told us when it ended the session (None: nothing)."""
+    why = session.refusal
+    if why is not None:
+        why = re.sub(r"(budget: \w+).*", r"\1", why).split(" (")[0]
+        tally.told[why] = tally.told.get(why, 0) + 1
 
 
 async def open_flood(ctx, port, server_pub, tally, end):
@@ -490,7 +551,154 @@ async def max_ibf(ctx, port, server_pub, tally, end):
         s._writer.transport.abort()
 
 
-FLOODS = {"open flood": open_flood, "fake elements": fake_elements, "maximum IBF": max_ibf}
+def crafted_request(prefix, n, k1=256, seed=5):
+    """An RL_REQUEST from a peer that knows our set (one ordinary sync tells it): our own
+    first k1 symbols XOR garbage (every symbol stays nonzero: every key a candidate) and
+    our own probe bits (the estimate lands where we search)."""
+    r = random.Random(seed)
+    garbage = np.array([r.getrandbits(64) | 1 for _ in range(k1)], dtype=np.uint64)
+    f = RL.Flight()
+    f.add(RL.SEC_SYMBOLS, RL._varint(0) + (prefix.sums[:k1] ^ garbage).astype("<u8").tobytes())
+    probes = RL.probe_indices(k1, min(prefix.m, 8 * n + 64))
+    f.add(RL.SEC_PROBES, RL._varint(len(probes)) + RL.pack_probes(
+        [RL.probe_value(prefix.symbol_int(g)) for g in probes]))
+    return RL.request(RL.app_tag(DEFAULT_APP_ID), n, f.messages(RL.FLAG_END)[0])
+
+
+async def _crafted_stream(s, tally, end):
+    while time.monotonic() < end and not s.closed:
+        try:
+            ch = await s.open_stream("setu")
+        except StreamRefused:            # our previous stream's service has not ended yet
+            await asyncio.sleep(0.05)
+            continue
+        try:
+            await ch.send(tally.request)
+            await ch.recv()              # the answer, after the server's search
+            tally.units += 1
+        except ChannelClosed:
+            pass                         # refused: the next one
+        ch.close()
+
+
+async def _each_session(ctx, port, server_pub, tally, end, body):
+    """Sessions one after the other until `end`, each running body(session) until it ends
+    (cut off, refused), then counting what the server said."""
+    while time.monotonic() < end:
+        s = await _session(ctx, port, server_pub, tally, end)
+        if s is None:
+            return
+        try:
+            await body(s)
+        except Exception:
+            pass
+        _told(tally, s)
+        s._writer.transport.abort()
+
+
+async def crafted_flights(ctx, port, server_pub, tally, end):
+    """Crafted first flights on two setu streams of one session, one after the other."""
+    async def body(s):
+        await asyncio.gather(*[_crafted_stream(s, tally, end) for _ in range(2)])
+    await _each_session(ctx, port, server_pub, tally, end, body)
+
+
+async def held_sessions(ctx, port, server_pub, tally, end):
+    """One key taking every session it can get, each keeping a stream open (a service
+    running for it: never idle); refused ones count what the server said."""
+    held = []
+    while time.monotonic() < end:
+        s = await _session(ctx, port, server_pub, tally, end, retry=False)
+        if s is None:
+            await asyncio.sleep(0.2)
+            continue
+        try:
+            ch = await s.open_stream("clock")
+            held.append((s, ch))
+            tally.units = len([1 for x, _ in held if not x.closed])
+        except Exception:
+            _told(tally, s)
+            s._writer.transport.abort()
+            await asyncio.sleep(0.2)
+    for s, _ in held:
+        _told(tally, s)
+        s._writer.transport.abort()
+
+
+async def _endless_stream(s, tally, end, honest_first, first):
+    while time.monotonic() < end and not s.closed:
+        try:
+            ch = await s.open_stream("setu")
+        except StreamRefused:
+            await asyncio.sleep(0.05)
+            continue
+        try:
+            if honest_first:          # a whole first flight: the server answers, then waits
+                await ch.send(first)
+                await ch.recv()
+                junk = _ENDLESS_WANTS
+            else:                     # a first flight that never ends
+                flags = 9 + _count_len(first)         # FLAGS of the RL_REQUEST
+                await ch.send(first[:flags] + b"\x00" + first[flags + 1:])
+                junk = _ENDLESS_SYMBOLS
+            while time.monotonic() < end and not ch.remote_closed:
+                await ch.send(junk)
+                tally.units += len(junk)
+        except Exception:
+            pass                      # refused (flood) or cut off (budget): again
+        ch.close()
+
+
+def _count_len(req):
+    """Length of the element count's varint in an RL_REQUEST."""
+    n = 0
+    while req[9 + n] & 0x80:
+        n += 1
+    return n + 1
+
+
+_ENDLESS_SYMBOLS = RL.Flight()
+_ENDLESS_SYMBOLS.symbols(21, bytes(8 * 7000))
+_ENDLESS_SYMBOLS = _ENDLESS_SYMBOLS.messages(0)[0]
+_ENDLESS_WANTS = RL.Flight()
+_ENDLESS_WANTS.add(RL.SEC_WANTS, bytes(RL.KEY_LEN * 12000))
+_ENDLESS_WANTS = _ENDLESS_WANTS.messages(0)[0]
+
+
+async def endless_flights(ctx, port, server_pub, tally, end):
+    """Two setu streams a session sending RL messages that never END: one a first flight
+    (refused past one message), one after a whole first flight (charged, then cut off)."""
+    async def body(s):
+        await asyncio.gather(_endless_stream(s, tally, end, False, tally.request),
+                             _endless_stream(s, tally, end, True, tally.request))
+    await _each_session(ctx, port, server_pub, tally, end, body)
+
+
+async def every_budget(ctx, port, server_pub, tally, end):
+    """One session filling two budgets at once: RL messages that never END after a whole
+    first flight (received_bytes) on one setu stream, fake full-mode chunks (unverified)
+    on the other, until it is cut off; again."""
+    async def flights(ch):
+        await ch.send(tally.request)
+        await ch.recv()
+        while time.monotonic() < end:
+            await ch.send(_ENDLESS_WANTS)
+            tally.units += len(_ENDLESS_WANTS)
+
+    async def body(s):
+        chans = [await s.open_stream("setu") for _ in range(2)]
+        await asyncio.gather(flights(chans[0]), _setu_full(chans[1], tally, end))
+    await _each_session(ctx, port, server_pub, tally, end, body)
+
+
+FLOODS = {"open flood": open_flood, "fake elements": fake_elements, "maximum IBF": max_ibf,
+          "crafted flights": crafted_flights, "one key's sessions": held_sessions,
+          "endless flights": endless_flights, "every budget": every_budget}
+# issue 34's floods: attackers (sessions) by default, and whether the server is the big one
+FLOOD_ATTACKERS = {"crafted flights": 31, "one key's sessions": 1, "endless flights": 32,
+                   "every budget": 1}
+BIG_SERVER = {"crafted flights"}
+ONE_KEY = {"one key's sessions"}
 
 
 # -- one case ----------------------------------------------------------------------------
@@ -507,7 +715,7 @@ async def _sync(home, port):
 
 
 async def run_case(name, flood, templates, server_pub, args, work):
-    case_dir = os.path.join(work, name.replace(" ", "_"))
+    case_dir = tempfile.mkdtemp(prefix=re.sub(r"\W+", "_", name) + "-", dir=work)
     homes = {}
     for n, src in templates.items():
         homes[n] = os.path.join(case_dir, n)
@@ -516,17 +724,29 @@ async def run_case(name, flood, templates, server_pub, args, work):
     legit = Context.open(homes["legit"])
     legit.store.add_peer(server_pub, "server", "127.0.0.1:%d" % port)
     legit.close()
+    request = None
+    if flood in (crafted_flights, endless_flights, every_budget):
+        # the attacker knows the server's set (one ordinary sync tells it)
+        store = open_store(homes["server"])
+        prefix = RatelessStoreSet(store).prefix
+        request = crafted_request(prefix, len(prefix), RL.FIRST_SYMBOLS_MAX
+                                  if flood is crafted_flights else RL.FIRST_SYMBOLS)
+        if flood is every_budget:       # and R must not decode it: a different set's
+            request = crafted_request(prefix, len(prefix) + 500, RL.FIRST_SYMBOLS, seed=9)
+        store.close()
     server = Server(homes["server"], port)
-    attacker = Context.open(homes["attacker"])
+    attackers = [Context.open(homes[n]) for n in sorted(homes) if n.startswith("attacker")]
     rss = []
     try:
         await asyncio.sleep(1.0)
         base = server.rss_mib()
         t0 = time.monotonic()
         end = t0 + args.seconds
-        tallies = [Tally() for _ in range(args.attackers if flood else 0)]
-        attacks = [asyncio.ensure_future(flood(attacker, port, server_pub, t, end))
-                   for t in tallies]
+        count = (args.attackers or FLOOD_ATTACKERS.get(name, 1)) if flood else 0
+        keys = 1 if name in ONE_KEY else len(attackers)
+        tallies = [Tally("127.0.0.%d" % (2 + i % keys), request) for i in range(count)]
+        attacks = [asyncio.ensure_future(flood(attackers[i % keys], port, server_pub, t, end))
+                   for i, t in enumerate(tallies)]
 
         async def sample():
             while time.monotonic() < end:
@@ -536,27 +756,56 @@ async def run_case(name, flood, templates, server_pub, args, work):
         await asyncio.sleep(args.sync_at)
         code, sync_s, sync_out = await _sync(homes["legit"], port)
         sync_end = time.monotonic()
-        await asyncio.gather(*attacks, sampler, return_exceptions=True)
+        await sampler
+        # an attacker still waiting (for credit the server no longer grants) is stopped
+        _, late = await asyncio.wait(attacks, timeout=10) if attacks else ((), ())
+        for a in late:
+            a.cancel()
+        await asyncio.gather(*attacks, return_exceptions=True)
         await asyncio.sleep(0.6)         # the stats line covering the last interval
         t1 = time.monotonic()
-        exceeded = (server.stats[-1][1]["exceeded"] if server.stats else {})
+        last = server.stats[-1][1] if server.stats else {}
     finally:
-        attacker.close()
+        for c in attackers:
+            c.close()
         server.stop()
     growth = max(rss) - base if rss else 0.0
     lag, runq, stall = server.lag_between(t0, t1)
-    bound = RSS_BOUND_MIB * max(1, len(tallies))
-    return dict(
+    issue34 = name in FLOOD_ATTACKERS
+    per_session = ISSUE34_RSS_PER_SESSION_MIB if issue34 else RSS_BOUND_MIB
+    bound = per_session * max(1, len(tallies))
+    if issue34:
+        bound = min(bound, ISSUE34_RSS_TOTAL_MIB)
+    sync_bound = args.seconds if name not in BIG_SERVER else BIG_SYNC_BOUND_S
+    told = {}
+    for t in tallies:
+        for k, v in t.told.items():
+            told[k] = told.get(k, 0) + v
+    rec = dict(
         case="serve: " + name, seconds=args.seconds, attackers=len(tallies),
+        attacker_keys=min(keys, len(tallies)),
         attacker_sessions=sum(t.sessions for t in tallies),
-        flood_units=sum(t.units for t in tallies), cut_off=exceeded,
+        flood_units=sum(t.units for t in tallies), cut_off=last.get("exceeded", {}),
+        attackers_told=told, server_entries=_entries(homes["server"]),
         rss_base_mib=round(base, 1), rss_growth_mib=round(growth, 1), rss_bound_mib=bound,
-        sync_ok=code == 0, sync_s=round(sync_s, 2),
+        rss_growth_per_session_mib=round(growth / max(1, len(tallies)), 1),
+        sync_ok=code == 0, sync_s=round(sync_s, 2), sync_bound_s=sync_bound,
         sync_during_attack=bool(flood) and code == 0 and sync_end < end,
         loop_lag_max_ms=round(lag, 1), loop_lag_runq_ms=round(runq, 1),
         loop_stall_max_ms=round(stall, 1), lag_bound_ms=LAG_BOUND_MS,
-        ok=code == 0 and growth <= bound and lag <= LAG_BOUND_MS
-        and (not flood or sync_end < end)), sync_out
+        ok=code == 0 and growth <= bound and sync_s <= sync_bound
+        and (issue34 or lag <= LAG_BOUND_MS) and (not flood or sync_end < end))
+    if name in ONE_KEY:
+        rec["sessions_held_by_one_key"] = max((t.units for t in tallies), default=0)
+    return rec, sync_out
+
+
+def _entries(home):
+    store = open_store(home)
+    try:
+        return store._one("SELECT COUNT(*) FROM entries")[0]
+    finally:
+        store.close()
 
 
 def serve_cases(args):
@@ -564,18 +813,26 @@ def serve_cases(args):
     work = tempfile.mkdtemp(prefix="tssb-bench-hostile-")
     os.setpriority(os.PRIO_PROCESS, 0, _BASE_PRIORITY + ATTACKER_NICE)
     try:
+        floods = [n for n in FLOODS if not args.floods or n in args.floods]
         templates, server_pub = build_homes(os.path.join(work, "templates"), args.entries)
+        big = None
+        if any(n in BIG_SERVER for n in floods):
+            _progress("building a server of %d entries" % args.big_entries)
+            big = build_homes(os.path.join(work, "big"), args.big_entries, legit_behind=30)
 
         async def all_cases():
-            base, out = await run_case("no attack", None, templates, server_pub, args, work)
-            if not base["sync_ok"]:
-                raise RuntimeError("baseline sync failed: " + out)
-            emit(bench="hostile", **base)
-            for name, flood in FLOODS.items():
-                if args.floods and name not in args.floods:
-                    continue
+            bases = {}
+            for name in floods:
+                homes, pub = big if name in BIG_SERVER else (templates, server_pub)
+                if id(homes) not in bases:
+                    base, out = await run_case("no attack", None, homes, pub, args, work)
+                    if not base["sync_ok"]:
+                        raise RuntimeError("baseline sync failed: " + out)
+                    emit(bench="hostile", **base)
+                    bases[id(homes)] = base
+                base = bases[id(homes)]
                 _progress("flood: %s for %g s" % (name, args.seconds))
-                rec, out = await run_case(name, flood, templates, server_pub, args, work)
+                rec, out = await run_case(name, FLOODS[name], homes, pub, args, work)
                 rec["sync_ratio"] = round(rec["sync_s"] / base["sync_s"], 2)
                 if not rec["sync_ok"]:
                     rec["sync_output"] = out
@@ -585,7 +842,136 @@ def serve_cases(args):
         shutil.rmtree(work, ignore_errors=True)
 
 
-CASES = {"mesh": mesh_cases, "serve": serve_cases}
+# -- rateless: the responder's cost of crafted first flights, in this process ------------
+
+class KeySet:
+    """A responder's rateless set of n random keys: what its first flight costs depends on
+    the keys and its prefix, not on the elements (none are sent back here)."""
+    etype = 1
+    check = None
+
+    def __init__(self, n, seed=1):
+        r = np.random.default_rng(seed)
+        raw = r.integers(0, 1 << 40, n, dtype=np.uint64)
+        self.keys = set(int(k).to_bytes(RL.KEY_LEN, "little") for k in raw)
+        self.prefix = RatelessPrefix(RL.prefix_length(n))
+        for k in self.keys:
+            self.prefix.add_key(k)
+        self.prefix.flush()
+
+    def __len__(self):
+        return len(self.keys)
+
+    def rateless(self, m):
+        self.prefix.extend(m)
+        return self.prefix
+
+    def has_rateless_key(self, k):
+        return k in self.keys
+
+    def rateless_elements(self, k):
+        return []
+
+    def has(self, h):
+        return False
+
+    def add(self, data, h=None):
+        pass
+
+
+def _operation(fn):
+    """(result, CPU seconds, traced peak growth in MiB, RSS growth in MiB) of fn()."""
+    gc.collect()
+    rss0 = _own_rss_mib()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    c0 = time.process_time()
+    try:
+        out = fn()
+        cpu = time.process_time() - c0
+        peak = (tracemalloc.get_traced_memory()[1] - base) / 2 ** 20
+    finally:
+        tracemalloc.stop()
+    return out, cpu, peak, _own_rss_mib() - rss0
+
+
+def _own_rss_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def rateless_cases(args):
+    """Issue 34 item 1: crafted first flights against a responder of --rl-elements keys."""
+    from tssb.session.budget import Pool
+    n = args.rl_elements
+    t0 = time.perf_counter()
+    s = KeySet(n)
+    _progress("responder of %d keys built in %.1f s" % (n, time.perf_counter() - t0))
+
+    def one(case, req, budget=None, more=None, cfg=None):
+        b = Reconciler(s, False, cfg or Config())
+        b.budget = budget
+        try:
+            out, cpu, peak, rss = _operation(lambda: b.receive(req))
+        except RL.SetuError as e:       # refused: what it cost us to say so
+            out, cpu, peak, rss = _operation(lambda: _refused(s, req, cfg))
+            emit(bench="hostile", case="rateless: " + case, elements=n,
+                 request_bytes=len(req), refused=e.reason, cpu_s=round(cpu, 3),
+                 peak_growth_mib=round(peak, 1), ok=cpu <= RL_CPU_BOUND_S)
+            return
+        rec = dict(bench="hostile", case="rateless: " + case, elements=n,
+                   request_bytes=len(req), cpu_s=round(cpu, 3), peak_growth_mib=round(peak, 1),
+                   rss_growth_mib=round(rss, 1), search_tests=b.stats["search_tests"],
+                   search_limited=b.stats["search_limited"], estimate=b.stats["estimate"],
+                   answer=b.stats["fallback"] or "symbols %d" % b.stats["symbols_sent"],
+                   answer_bytes=sum(len(m) for m in out),
+                   cpu_bound_s=RL_CPU_BOUND_S, peak_bound_mib=RL_PEAK_BOUND_MIB,
+                   ok=cpu <= RL_CPU_BOUND_S and peak <= RL_PEAK_BOUND_MIB)
+        if more is not None:        # then a MORE up to the most symbols we stream
+            f = RL.Flight()
+            m2 = b._rl._limits()[0]
+            f.add(RL.SEC_MORE, RL._varint(m2))
+            out, cpu, peak, rss = _operation(lambda: b.receive(f.messages(RL.FLAG_END)[0]))
+            rec.update(case="rateless: " + more, more_to=m2, cpu_s=round(cpu, 3),
+                       peak_growth_mib=round(peak, 1), rss_growth_mib=round(rss, 1),
+                       answer_bytes=sum(len(m) for m in out), ok=peak <= RL_PEAK_BOUND_MIB)
+        emit(**rec)
+
+    for k1 in (21, RL.FIRST_SYMBOLS_MAX, 256):
+        one("crafted first flight, %d symbols" % k1, crafted_request(s.prefix, n, k1))
+    # a responder configured to accept 256 symbols (beyond the masks: the search walks
+    # every key's mapping, until its CPU time is spent)
+    one("crafted first flight, 256 symbols, rl_first_symbols_max=256",
+        crafted_request(s.prefix, n, 256), cfg=Config(rl_first_symbols_max=256))
+    far = RL.Flight()          # probes that all disagree: a difference as large as both sets
+    r = random.Random(7)
+    far.add(RL.SEC_SYMBOLS, RL._varint(0) + r.randbytes(8 * 21))
+    probes = RL.probe_indices(21, min(s.prefix.m, 8 * n + 64))
+    far.add(RL.SEC_PROBES, RL._varint(len(probes)) + RL.pack_probes(
+        [1 - RL.probe_value(s.prefix.symbol_int(g)) for g in probes]))
+    one("probes claiming a huge difference",
+        RL.request(RL.app_tag(DEFAULT_APP_ID), n, far.messages(RL.FLAG_END)[0]))
+    one("crafted first flight, 21 symbols", crafted_request(s.prefix, n, 21),
+        more="MORE up to the symbol limit after a first flight")
+    pool = Pool()
+    budget = pool.budget(b"\x0a" * 32)
+    for i in range(4):          # one key's crafted flights, again and again
+        one("crafted first flight, 256 symbols, rl_first_symbols_max=256, the same key's %s"
+            % ("1st", "2nd", "3rd", "4th")[i], crafted_request(s.prefix, n, 256), budget,
+            cfg=Config(rl_first_symbols_max=256))
+
+
+def _refused(s, req, cfg):
+    try:
+        Reconciler(s, False, cfg or Config()).receive(req)
+    except RL.SetuError:
+        pass
+
+
+CASES = {"mesh": mesh_cases, "serve": serve_cases, "rateless": rateless_cases}
 
 
 def main(argv=None):
@@ -593,11 +979,17 @@ def main(argv=None):
     p.add_argument("--only", choices=sorted(CASES), help="run one group of cases")
     p.add_argument("--junk", type=int, default=10000, help="mesh: junk packets per case (10000)")
     p.add_argument("--seconds", type=float, default=25.0, help="length of each flood (25)")
-    p.add_argument("--attackers", type=int, default=1, help="attacking sessions at once (1)")
+    p.add_argument("--attackers", type=int, default=0,
+                   help="attacking sessions at once (default: 1, issue 34's floods %s)"
+                        % ", ".join("%s %d" % kv for kv in FLOOD_ATTACKERS.items()))
     p.add_argument("--sync-at", type=float, default=5.0,
                    help="seconds into the flood the legitimate sync starts (5)")
     p.add_argument("--entries", type=int, default=300,
                    help="entries on the server (3 feeds; a third side-chained) (300)")
+    p.add_argument("--big-entries", type=int, default=100000,
+                   help="entries on the server of the crafted-flights case (100000)")
+    p.add_argument("--rl-elements", type=int, default=10 ** 6,
+                   help="rateless: keys of the responder (1000000)")
     p.add_argument("--floods", type=lambda s: s.split(","), default=None,
                    help="comma-separated subset of: " + ", ".join(FLOODS))
     args = p.parse_args(argv)

@@ -14,7 +14,7 @@ from tssb.session import StreamRefused, connect, start_server
 from tssb.session import mux as M
 from tssb.session.budget import BudgetExceeded, Limits, Pool, offload
 
-from test_session_net import hosts  # noqa: F401 (fixture: two homes, b allowed by a)
+from test_session_net import _until, hosts  # noqa: F401 (fixture: two homes, b allowed by a)
 
 ECHO = "tssb_test_budget_echo"
 
@@ -33,14 +33,6 @@ def echo_module():
 
 def run(coro, limit=60):
     return asyncio.run(asyncio.wait_for(coro, limit))
-
-
-async def _until(cond, seconds=10.0):
-    for _ in range(int(seconds / 0.01)):
-        if cond():
-            return True
-        await asyncio.sleep(0.01)
-    return cond()
 
 
 def test_open_flood_from_a_peer_that_never_reads_is_cut_off(hosts):
@@ -154,26 +146,60 @@ def test_total_stream_budget_refuses_politely(hosts):
 def test_budget_take_give_totals_and_close():
     pool = Pool(Limits(ibf_buckets=100, total={"ibf_buckets": 150}))
     one, two = pool.budget(), pool.budget()
-    one.take("ibf_buckets", 100)
+    one.take("ibf_buckets", 90)
     with pytest.raises(BudgetExceeded) as e:
-        one.take("ibf_buckets", 1)
+        one.take("ibf_buckets", 11)
     assert (e.value.reason, e.value.scope, e.value.limit) == ("budget: ibf_buckets", "session", 100)
-    two.take("ibf_buckets", 50)
+    two.take("ibf_buckets", 60)
     with pytest.raises(BudgetExceeded) as e:
-        two.take("ibf_buckets", 1)
+        one.take("ibf_buckets", 1)     # past the total, and one holds more than its half
     assert (e.value.scope, e.value.limit, e.value.wanted) == ("total", 150, 151)
     assert pool.held["ibf_buckets"] == 150 and pool.exceeded["budget: ibf_buckets"] == 2
     one.give("ibf_buckets", 30)
     assert pool.held["ibf_buckets"] == 120
     one.close()                        # the session ended: all it held goes back
-    assert pool.held["ibf_buckets"] == 50
+    assert pool.held["ibf_buckets"] == 60
     one.give("ibf_buckets", 70)        # a late give changes nothing
-    assert pool.held["ibf_buckets"] == 50
+    assert pool.held["ibf_buckets"] == 60
     with pytest.raises(BudgetExceeded) as e:
         one.take("unverified")         # a job of a dead session stops at its next take
     assert e.value.scope == "closed"
     with pytest.raises(ValueError):
         Limits(unverified=0)
+
+
+def test_one_key_gets_at_most_its_share_and_gives_way_to_others():
+    """Issue 34 item 3: 8 sessions of one key each holding their session's limit filled
+    the total, and a legitimate sync of another key was cut off. Now one key's sessions
+    together hold at most KEY_FACTOR sessions' worth, and when the total is reached the
+    key holding the most beyond its fair share gives way to a key below its share."""
+    pool = Pool(Limits(unverified=100, total={"unverified": 400}))
+    greedy = [pool.budget(b"G" * 32) for _ in range(8)]
+    greedy[0].take("unverified", 100)
+    greedy[1].take("unverified", 100)
+    with pytest.raises(BudgetExceeded) as e:
+        greedy[2].take("unverified", 1)
+    assert (e.value.scope, e.value.limit) == ("key", 2 * 100)
+    assert pool.key_held(b"G" * 32)["unverified"] == 200
+    others = [pool.budget(bytes([k]) * 32) for k in (1, 2)]
+    others[0].take("unverified", 100)
+    others[1].take("unverified", 100)           # the total is reached: 400
+    legit = pool.budget(b"L" * 32)
+    cut = []
+
+    async def main():
+        for b in greedy + others:
+            b.attach(cut.append)
+        legit.take("unverified", 3)     # below its share (400 / 4 keys): G gives way
+        await asyncio.sleep(0)
+    asyncio.run(main())
+    assert legit.held["unverified"] == 3
+    assert greedy[0].closed and not greedy[1].closed and not any(b.closed for b in others)
+    assert [(c.reason, c.scope) for c in cut] == [("budget: unverified", "fair share")]
+    assert pool.held["unverified"] == 303
+    with pytest.raises(BudgetExceeded) as e:   # room again: within the total, no one cut
+        legit.take("unverified", 98)
+    assert e.value.scope == "session" and not cut[1:]
 
 
 def test_offload_runs_off_the_loop_one_job_per_session_and_in_total():
@@ -204,3 +230,52 @@ def test_offload_runs_off_the_loop_one_job_per_session_and_in_total():
     asyncio.run(main())
     assert peak[0] == 1
     assert threading.get_ident() not in threads
+
+
+def test_heavy_jobs_take_turns_across_keys():
+    """Issue 34 item 1: heavy jobs ran first come, first served, so a legitimate peer's
+    job waited behind every job another key had queued. The next job is now always of
+    the key with the least recent heavy time."""
+    pool = Pool()
+    greedy = [pool.budget(b"G" * 32) for _ in range(5)]
+    legit = pool.budget(b"L" * 32)
+    order = []
+    gate = threading.Event()
+
+    def job(name):
+        if name == "G0":
+            gate.wait(5)          # the greedy key's first job runs while the rest queue
+        order.append(name)
+        return name
+
+    async def main():
+        tasks = [asyncio.create_task(b.offload(job, "G%d" % i)) for i, b in enumerate(greedy)]
+        await asyncio.sleep(0.05)
+        tasks.append(asyncio.create_task(legit.offload(job, "L")))
+        await asyncio.sleep(0.05)
+        assert pool.jobs_queued == 5
+        gate.set()
+        await asyncio.gather(*tasks)
+    asyncio.run(main())
+    assert order[:2] == ["G0", "L"]            # not behind G1..G4
+    assert sorted(order) == ["G0", "G1", "G2", "G3", "G4", "L"]
+
+
+def test_a_cancelled_waiting_job_leaves_the_queue_and_the_slot_count_exact():
+    pool = Pool()
+    a, b, c = (pool.budget(bytes([k]) * 32) for k in (1, 2, 3))
+    gate = threading.Event()
+
+    async def main():
+        first = asyncio.create_task(a.offload(gate.wait, 5))
+        await asyncio.sleep(0.05)
+        waiting = asyncio.create_task(b.offload(lambda: "b"))
+        third = asyncio.create_task(c.offload(lambda: "c"))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        await asyncio.sleep(0)
+        assert pool.jobs_queued == 1
+        gate.set()
+        assert await third == "c" and await first
+        assert pool._jobs.free == 1
+    asyncio.run(main())

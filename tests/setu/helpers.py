@@ -1,6 +1,12 @@
-"""Shared helpers for the SETU tests: random sets, signed feeds and a synchronous pump."""
+"""Shared helpers for the SETU tests: random sets, signed feeds, a synchronous pump, the
+CLI in process and a `tssb serve` on loopback in a thread."""
+import asyncio
+import contextlib
 import hashlib
 import random
+import threading
+
+import pytest
 
 from tssb.setu.machine import Reconciler
 from tssb.setu.setstate import ElementSet
@@ -77,3 +83,42 @@ def make_feed(store, seed, n):
         store.append(fid, seq, pkt, mid)
         prev = mid
     return fid
+
+
+def tssb_cli(capsys, *argv):
+    """Run `tssb ARGV` in this process. Returns (exit status, stdout, stderr)."""
+    from tssb import cli
+    with pytest.raises(SystemExit) as e:
+        cli.main(list(argv))
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+@contextlib.contextmanager
+def served_homes(tmp_path, capsys, posts_a, posts_b, limits=None):
+    """Homes a and b with these posts, b serving on loopback in a thread (open mode: any
+    key with the network key; a knows it as a peer). Yields (home a, context a, context b,
+    b's address, the running SessionServer, its loop)."""
+    from tssb.context import Context
+    from tssb.session import PeerPolicy, start_server
+    ha, hb = str(tmp_path / "a"), str(tmp_path / "b")
+    for h, posts in ((ha, posts_a), (hb, posts_b)):
+        assert tssb_cli(capsys, "id", "--home", h)[0] == 0
+        for text in posts:
+            assert tssb_cli(capsys, "post", "--home", h, text)[0] == 0
+    ca, cb = Context.open(ha), Context.open(hb)
+    cb.set_network_key(ca.network_key)
+    loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    try:
+        server = asyncio.run_coroutine_threadsafe(start_server(
+            cb, "127.0.0.1", 0, policy=PeerPolicy(cb.network_key, open_mode=True),
+            limits=limits), loop).result(10)
+        peer = "127.0.0.1:%d" % server.port
+        ca.store.add_peer(cb.identity.public, addr=peer)
+        yield ha, ca, cb, peer, server, loop
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(10)

@@ -1,9 +1,7 @@
 """The rateless SETU profile: union property over sizes and difference shapes, the numpy prefix
 against the shared module, bounds against a malicious peer, persistent state, `tssb sync`."""
-import asyncio
 import contextlib
 import random
-import threading
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -15,7 +13,7 @@ from tssb.setu.errors import SetuError
 from tssb.setu.machine import Config, Reconciler
 from tssb.setu.rateless_prefix import CODEC, RatelessPrefix
 
-from helpers import make_feed as _feed, make_sets, pump
+from helpers import make_feed as _feed, make_sets, pump, served_homes, tssb_cli
 
 RATELESS = Config(profile_id=C.PROFILE_RATELESS)
 
@@ -395,7 +393,7 @@ def test_request_header_checks():
     assert _reason(b.receive, _request([_first_symbols()], app_id=bytes(64))) \
         == "unknown application"
     A, B, a, b, f1 = _responder_after_f1()
-    assert _reason(b.receive, _request([_first_symbols()], version=2)) == "profile not agreed"
+    assert _reason(b.receive, _request([_first_symbols()], version=3)) == "profile not agreed"
     req = f1[0]
     for bad in (req[:9], req[:4] + b"\x01" + req[5:9] + b"\xff\xff\xff\xff\xff\xff",
                 req[:-1], b"\x00\x09" + req[2:9]):
@@ -613,40 +611,15 @@ def test_two_stores_reconcile_with_persistent_state():
 
 # -- the command --------------------------------------------------------------------------
 
-def _tssb(capsys, *argv):
-    from tssb import cli
-    with pytest.raises(SystemExit) as e:
-        cli.main(list(argv))
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
+_tssb = tssb_cli
 
 
 @contextlib.contextmanager
 def _two_homes(tmp_path, capsys, posts_a, posts_b):
     """Homes a and b with these posts, b serving on loopback in a thread (a knows it as
     a peer). Yields (home a, context a, context b, b's address)."""
-    from tssb.context import Context
-    from tssb.session import PeerPolicy, start_server
-    ha, hb = str(tmp_path / "a"), str(tmp_path / "b")
-    for h, posts in ((ha, posts_a), (hb, posts_b)):
-        assert _tssb(capsys, "id", "--home", h)[0] == 0
-        for text in posts:
-            assert _tssb(capsys, "post", "--home", h, text)[0] == 0
-    ca, cb = Context.open(ha), Context.open(hb)
-    cb.set_network_key(ca.network_key)
-    loop = asyncio.new_event_loop()
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    try:
-        server = asyncio.run_coroutine_threadsafe(start_server(
-            cb, "127.0.0.1", 0, policy=PeerPolicy(cb.network_key, open_mode=True)), loop).result(10)
-        peer = "127.0.0.1:%d" % server.port
-        ca.store.add_peer(cb.identity.public, addr=peer)
+    with served_homes(tmp_path, capsys, posts_a, posts_b) as (ha, ca, cb, peer, _, _):
         yield ha, ca, cb, peer
-        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(10)
 
 
 def test_tssb_sync_rateless_end_to_end(tmp_path, capsys):

@@ -143,9 +143,12 @@ def run(args):
                 session.StreamRefused) as e:
             failed(e)
             raise session_failure(e, args.peer)
+        outstanding = res.get("peer_outstanding") or 0
+        if outstanding:    # the peer confirmed it could not store all we sent
+            res.update(ok=False, reason="peer outstanding")
         ctx.events.emit("sync_done", **summary_fields(peer_key, res))
         own_after = ctx.store.front(own)[0] if ctx.store.has_feed(own) else 0
-        if ownfeed.confirm(ctx.store):
+        if not outstanding and ownfeed.confirm(ctx.store):
             print("this home's own feed is confirmed by %s (seq %d%s): posting is open again"
                   % (args.peer, own_after, ", was %d here" % own_before
                      if own_after != own_before else ""), file=sys.stderr)
@@ -157,6 +160,12 @@ def run(args):
     if args.json:
         print(json.dumps(dict(res, peer=args.peer, peer_key=peer_key.hex(),
                               forks=[{"feed": f.hex(), "seq": q} for f, q in forks])))
+    if outstanding:
+        raise CliError("sync with %s incomplete: the peer has not stored %d of the %d elements "
+                       "we sent (they wait there for entries it lacks, or were dropped); run "
+                       "the sync again" % (args.peer, outstanding, res["elements_sent"]),
+                       EXIT_FAILURE)
+    if args.json:
         return 0
     if pid == C.PROFILE_RATELESS:
         print("profile rateless, %d symbols sent, %d received, %d round trip(s)%s%s"

@@ -20,3 +20,12 @@ class StreamRefused(Exception):
         Exception.__init__(self, "stream %r refused: %s" % (name, reason))
         self.name = name
         self.reason = reason
+
+
+class SessionRefused(ProtocolError):
+    """The peer ended (or would not start) the session and said why: `text` (e.g.
+    "server busy: too many sessions", "cut off: budget: unverified")."""
+
+    def __init__(self, text):
+        ProtocolError.__init__(self, "session refused", text)
+        self.text = text

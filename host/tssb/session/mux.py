@@ -8,6 +8,8 @@ Every box-stream body is one frame:  kind:u8 | stream id:u16 BE | payload.
   MORE    a fragment, more follow    LAST    the last fragment of one message
   CREDIT  payload = u32 BE bytes granted back to the sender
   CLOSE   empty: the sender sends no more on this stream (half close)
+  REFUSE on stream 0 (no stream has that id): the sender ends the whole session, and
+  says why (a server busy, or a peer cut off for exceeding a budget); a goodbye follows
 
 Back-pressure is credit based, per stream: a sender may have at most WINDOW "cost units"
 unacknowledged (a fragment costs its length + FRAME_COST, so even empty messages are
@@ -26,7 +28,7 @@ import asyncio
 from tssb.channel import ChannelClosed
 from tssb.session.boxstream import MAX_BODY
 from tssb.session.budget import BudgetExceeded, Pool
-from tssb.session.errors import ProtocolError, StreamRefused
+from tssb.session.errors import ProtocolError, SessionRefused, StreamRefused
 
 OPEN, ACCEPT, REFUSE, MORE, LAST, CREDIT, CLOSE = 1, 2, 3, 4, 5, 6, 7
 _KINDS = (OPEN, ACCEPT, REFUSE, MORE, LAST, CREDIT, CLOSE)
@@ -39,6 +41,7 @@ MAX_MESSAGE = 512 * 1024   # largest channel message (SETU IBFs of a few thousan
 WINDOW = 1024 * 1024       # per-stream credit; >= 2 * MAX_MESSAGE plus fragment charges
 MAX_STREAMS = 16           # concurrently open streams per session
 GRANT_THRESHOLD = WINDOW // 4  # batch CREDIT frames
+SESSION_SID = 0            # REFUSE on this id ends the session (no stream uses it)
 
 
 def encode_frame(kind, sid, payload=b""):
@@ -354,6 +357,8 @@ class Mux:
             self.streams[sid] = stream
             self.send_control(ACCEPT, sid)
             return
+        if kind == REFUSE and sid == SESSION_SID:
+            raise SessionRefused(payload)
         if kind in (ACCEPT, REFUSE):
             pend = self._pending.pop(sid, None)
             if pend is None:

@@ -11,8 +11,8 @@ from tssb.channel import ChannelClosed
 from tssb.session import shs
 from tssb.session.boxstream import BoxReader, BoxWriter
 from tssb.session.budget import BudgetExceeded, Pool, log_cut_off
-from tssb.session.errors import ProtocolError
-from tssb.session.mux import Mux
+from tssb.session.errors import ProtocolError, SessionRefused
+from tssb.session.mux import MAX_REASON, REFUSE, SESSION_SID, Mux, encode_frame
 from tssb.session.policy import HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, PeerPolicy
 
 _LOG = logging.getLogger("tssb.session")
@@ -26,7 +26,11 @@ END_GRACE_S = 5.0          # after a session ends, services may still finish its
 DEFAULT_PORT = 8008        # the SSB convention for its TCP port
 LAG_TICK_S = 0.05          # loop-lag probe period: finer than the 100 ms stall we must see
 # Details of a refused client handshake (ProtocolError.reason stays "handshake refused").
-REFUSED_AT_HELLO = "the server did not accept our hello: it uses another network key"
+# A server closes silently before the handshake also when connections come faster than it
+# allows or too many handshakes run at once (a busy server that knows who we are says so:
+# SessionRefused).
+REFUSED_AT_HELLO = ("the server did not accept our hello: it uses another network key, "
+                    "or it is refusing connections for now (too many at once: try again)")
 REFUSED_AT_AUTH = ("the server refused our key: it does not list us as a peer, or it is "
                    "not the host whose key we have for it")
 
@@ -37,7 +41,9 @@ class Session:
     Attributes: peer (the remote's 32-byte Ed25519 key), initiator (True on the client),
     bytes_sent / bytes_recv (wire bytes after the handshake), close_reason, budget (what
     the peer may make us hold: budget.Budget; exceeding it ends the session with the
-    reason "budget: <resource>").
+    reason "budget: <resource>"), refusal (what the peer said when it ended the session,
+    or None), last_frame (time.monotonic() of the last data received), busy (a service
+    of ours is running for the peer).
     """
 
     def __init__(self, reader, writer, keys, initiator, on_open=None, idle_timeout=IDLE_TIMEOUT,
@@ -50,14 +56,21 @@ class Session:
         self._box_r = BoxReader(keys.recv_key, keys.recv_nonce)
         self._idle = idle_timeout
         self.budget = budget if budget is not None else Pool().budget()
+        self.budget.attach(self.cut_off)
         self.mux = Mux(self._write_body, initiator, on_open, self.budget, self.cut_off)
         self.bytes_sent = self.bytes_recv = 0
         self.close_reason = None
+        self.refusal = None
+        self.last_frame = time.monotonic()
         self._done = asyncio.Event()
         self.service_tasks = set()
         self.services_running = collections.Counter()   # service name -> running streams
         self._tasks = [asyncio.create_task(self._read_loop()),
                        asyncio.create_task(self.mux.flush_control())]
+
+    @property
+    def busy(self):
+        return bool(self.service_tasks)
 
     def _service_done(self, task, name):
         self.service_tasks.discard(task)
@@ -86,6 +99,7 @@ class Session:
                     reason = "connection lost"  # TCP closed without a goodbye
                     break
                 self.bytes_recv += len(data)
+                self.last_frame = time.monotonic()
                 for body in self._box_r.feed(data):
                     self.mux.on_frame(body)
                     if self.close_reason:
@@ -101,6 +115,8 @@ class Session:
         except BudgetExceeded as e:
             self.cut_off(e)
             return
+        except SessionRefused as e:
+            self.refusal = reason = e.text
         except ProtocolError as e:
             reason = "protocol error: " + e.reason
         except (ConnectionError, OSError, ChannelClosed):
@@ -119,15 +135,25 @@ class Session:
 
     def cut_off(self, exc):
         """End the session because the peer exceeded a budget (BudgetExceeded): logged,
-        and the socket closed at once (the peer has shown it does not read)."""
+        the peer told why, and the socket closed (aborted within CLOSE_WAIT_S: a peer
+        that does not read gets no more of our memory)."""
         if self.close_reason:
             return
         log_cut_off(self.peer, exc.reason, str(exc))
-        self._end(exc.reason)
+        self.end_with("cut off: %s (%d > %d, %s)" % (exc.reason, exc.wanted, exc.limit,
+                                                     exc.scope), exc.reason)
         self.budget.close()     # its services' next take fails: they stop soon
-        self._writer.transport.abort()
 
-    def _end(self, reason):
+    def end_with(self, text, reason=None):
+        """End the session now, telling the peer why (`text`: a REFUSE on stream 0, then
+        the goodbye; written at once, without waiting for the peer to read)."""
+        if self.close_reason:
+            return
+        if not self._box_w.closed and not self._writer.is_closing():
+            self._writer.write(refusal_bytes(self._box_w, text))
+        self._end(reason or text, linger=True)
+
+    def _end(self, reason, linger=False):
         if self.close_reason:
             return
         self.close_reason = reason
@@ -145,16 +171,26 @@ class Session:
             # fails), so they finish on their own; the grace only bounds a stuck one.
             asyncio.get_running_loop().call_later(
                 END_GRACE_S, lambda: [t.cancel() for t in services])
-        self._writer.close()
+        if linger:
+            _close_after(self._writer)
+        else:
+            self._writer.close()
         self._done.set()
 
     async def open_stream(self, name):
         """Open a stream to the peer's service `name`.
 
         Returns: a Channel (tssb.channel contract).
-        Raises: StreamRefused (with the peer's reason), ChannelClosed (session over).
+        Raises: StreamRefused (with the peer's reason), SessionRefused (the peer ended
+            the session and said why, e.g. "server busy: too many sessions"),
+            ChannelClosed (session over).
         """
-        return await self.mux.open(name)
+        try:
+            return await self.mux.open(name)
+        except ChannelClosed:
+            if self.refusal is not None:
+                raise SessionRefused(self.refusal) from None
+            raise
 
     async def close(self):
         """Send the goodbye and end the session (streams then raise ChannelClosed)."""
@@ -189,6 +225,24 @@ def _why(reason):
     if reason == "peer not allowed":
         return "peer not allowed (its key is not in `tssb peer list`)"
     return reason
+
+
+def refusal_bytes(box_writer, text):
+    """Wire bytes ending a session with a reason: REFUSE on stream 0, then the goodbye."""
+    frame = encode_frame(REFUSE, SESSION_SID, text.encode("utf-8")[:MAX_REASON])
+    return box_writer.seal(frame) + box_writer.goodbye()
+
+
+def _close_after(writer):
+    """Close after what we wrote: our FIN now, the socket within CLOSE_WAIT_S. Closing at
+    once with unread data from the peer would make the kernel reset the connection and
+    could destroy the frames we just wrote (a reason the peer should read)."""
+    try:
+        if writer.can_write_eof():
+            writer.write_eof()
+    except (OSError, RuntimeError):
+        pass
+    asyncio.get_running_loop().call_later(CLOSE_WAIT_S, writer.transport.abort)
 
 
 def _close_quietly(writer):
@@ -376,31 +430,42 @@ class SessionServer:
             _close_quietly(writer)
             return
         try:
-            try:
-                keys = await asyncio.wait_for(
-                    server_handshake(reader, writer, self.policy.network_key,
-                                     self.ctx.identity.seed, self.policy.allows),
-                    self.policy.handshake_timeout)
-            except Exception as e:  # any failure: count it, close without a word
-                reason = getattr(e, "reason", None) or type(e).__name__
-                self.failures[reason] = self.failures.get(reason, 0) + 1
-                _LOG.warning("handshake from %s refused: %s", peername[0], _why(reason))
-                _close_quietly(writer)
-                return
-            holder = []
-            session = Session(reader, writer, keys, initiator=False,
-                              on_open=lambda name, stream: self._dispatch(holder[0], name, stream),
-                              idle_timeout=self.policy.idle_timeout, budget=self.pool.budget())
-            holder.append(session)
-            self.sessions.add(session)
-            self._log("session %s from %s opened" % (session.peer.hex()[:16], peername[0]))
-            try:
-                await session.wait_closed()
-            finally:
-                self.sessions.discard(session)
-                self._log("session %s closed: %s" % (session.peer.hex()[:16], session.close_reason))
+            keys = await asyncio.wait_for(
+                server_handshake(reader, writer, self.policy.network_key,
+                                 self.ctx.identity.seed, self.policy.allows),
+                self.policy.handshake_timeout)
+        except Exception as e:  # any failure: count it, close without a word
+            reason = getattr(e, "reason", None) or type(e).__name__
+            self.failures[reason] = self.failures.get(reason, 0) + 1
+            _LOG.warning("handshake from %s refused: %s", peername[0], _why(reason))
+            _close_quietly(writer)
+            return
         finally:
             self.policy.release()
+        victims, why = self.policy.place(keys.peer, [s for s in self.sessions if not s.closed])
+        if why is not None:     # an allowed peer: it may know why
+            _LOG.warning("session of %s from %s refused: %s", keys.peer.hex()[:16],
+                         peername[0], why)
+            writer.write(refusal_bytes(BoxWriter(keys.send_key, keys.send_nonce), why))
+            _close_after(writer)
+            return
+        for v in victims:
+            _LOG.info("session %s ends to make room for %s", v.peer.hex()[:16],
+                      keys.peer.hex()[:16])
+            v.end_with("server busy: the session gave way to another peer's")
+        holder = []
+        session = Session(reader, writer, keys, initiator=False,
+                          on_open=lambda name, stream: self._dispatch(holder[0], name, stream),
+                          idle_timeout=self.policy.idle_timeout,
+                          budget=self.pool.budget(keys.peer))
+        holder.append(session)
+        self.sessions.add(session)
+        self._log("session %s from %s opened" % (session.peer.hex()[:16], peername[0]))
+        try:
+            await session.wait_closed()
+        finally:
+            self.sessions.discard(session)
+            self._log("session %s closed: %s" % (session.peer.hex()[:16], session.close_reason))
 
     def _dispatch(self, session, name, stream):
         """Returns: None after starting the service, or the reason to refuse the stream."""

@@ -107,12 +107,15 @@ async def reconcile(channel, eset, initiator, config=None, progress=None,
             except asyncio.TimeoutError:
                 m.abort("timeout")
                 raise SetuError("timeout", "no message for %.0f s" % idle_timeout)
-            except ChannelClosed:
-                state = m.state
+            except ChannelClosed as e:
+                state, confirming = m.state, m.confirming
                 m.abort("peer closed")
-                err = SetuError("peer closed", "in state %s%s" % (
-                    state, "" if n else ", before any answer"))
-                err.unanswered = not n     # e.g. a peer that refused our opening message
+                why = str(e) if str(e) not in ("", "peer closed") else ""
+                err = SetuError("peer closed", "%s%s" % (
+                    why or "in state %s%s" % (state, "" if n else ", before any answer"),
+                    ", before confirming what it stored of ours" if confirming else ""))
+                # e.g. a peer that refused our opening message (not one that said why)
+                err.unanswered = not n and not why
                 raise err
             if _msg_type(buf) in HEAVY:
                 queue(await offload(budget, m.receive, buf))
@@ -127,6 +130,7 @@ async def reconcile(channel, eset, initiator, config=None, progress=None,
         if failure:
             raise failure[0]
     finally:
+        m.close()       # whatever keeps this frame (a traceback) must not keep the set
         if not sender.done():
             sender.cancel()
         while not outbox.empty():   # what was never sent is no longer held for the peer

@@ -114,7 +114,10 @@ class Config:
         rl_max_more: rateless: extra exchanges after an undershoot before giving up.
         rl_search_tests: rateless: checksum tests one operation spends searching its own
             keys when peeling stalls (rateless.own_key_search).
-        rl_search_s: rateless: wall time after which that search stops (between passes).
+        rl_search_s: rateless: seconds (CPU and wall time) one operation's searches take
+            at most; rl_search_pairs: candidate pairs one search keeps.
+        rl_first_search_s, rl_first_search_pairs: rateless: the same for a responder's
+            search of a first flight (CPU seconds; the peer chose those symbols).
     """
 
     def __init__(self, profile_id=C.PROFILE_TSSB2,
@@ -122,10 +125,12 @@ class Config:
                  app_id=DEFAULT_APP_ID, force=None, allow_force=False, lower_bound=0,
                  upper_bound=1 << 26, max_ibf_size=C.MAX_IBF_SIZE, rtt=C.RTT_BANDWIDTH_TRADEOFF,
                  pad_counters=False, compress_se=True, max_role_swaps=C.MAX_ROLE_SWAPS,
-                 rl_first_symbols=RL.FIRST_SYMBOLS, rl_first_symbols_max=256,
+                 rl_first_symbols=RL.FIRST_SYMBOLS, rl_first_symbols_max=RL.FIRST_SYMBOLS_MAX,
                  rl_prefix=None, rl_max_symbols=RL.MAX_RL_SYMBOLS,
                  rl_max_more=RL.MAX_MORE_ROUNDS, rl_search_tests=RL.SEARCH_MAX_TESTS,
-                 rl_search_s=RL.SEARCH_MAX_SECONDS):
+                 rl_search_s=RL.SEARCH_MAX_SECONDS, rl_search_pairs=RL.SEARCH_MAX_PAIRS,
+                 rl_first_search_s=RL.FIRST_SEARCH_SECONDS,
+                 rl_first_search_pairs=RL.FIRST_SEARCH_PAIRS):
         if force not in (None, "full", "differential"):
             raise ValueError("force must be None, 'full' or 'differential'")
         self.profile_id = profile_id
@@ -147,6 +152,9 @@ class Config:
         self.rl_max_more = rl_max_more
         self.rl_search_tests = rl_search_tests
         self.rl_search_s = rl_search_s
+        self.rl_search_pairs = rl_search_pairs
+        self.rl_first_search_s = rl_first_search_s
+        self.rl_first_search_pairs = rl_first_search_pairs
 
 
 def _xor_hashes(hs):
@@ -192,6 +200,12 @@ class Reconciler:
     def finished(self):
         return self.state == FINISHED
 
+    @property
+    def confirming(self):
+        """The initiator has sent its last elements and waits for the peer to confirm what
+        it stored (rateless, version 2)."""
+        return self._rl is not None and self._rl.confirming
+
     def start(self):
         """Initiator: the OPERATION_REQUEST. Returns a list of messages to send."""
         if not self.initiator or self.state is not None:
@@ -199,7 +213,8 @@ class Reconciler:
         flags = {None: 0, "full": M.FLAG_FORCE_FULL, "differential": M.FLAG_FORCE_DIFF}[self.cfg.force]
         self._flags = flags
         if self.cfg.profile_id == C.PROFILE_RATELESS:
-            self._rl = RL.RatelessMachine(self.eset, True, self.cfg, self.stats)
+            self._rl = RL.RatelessMachine(self.eset, True, self.cfg, self.stats,
+                                           budget=self.budget, version=RL.RL_VERSION)
             out = self._rl.start(self.cfg.app_id)
             self.state = self._rl.state
             return out
@@ -239,12 +254,24 @@ class Reconciler:
         except SetuError as e:
             self.state = ERROR
             self.error = e
+            if self._rl is not None:
+                self._rl.drop_flight()
             raise
+
+    def close(self):
+        """The operation is over: let go of the set and what the rateless state holds (an
+        exception's traceback may keep this object alive until a full garbage collection:
+        the set's arrays must not stay with it). Stats stay."""
+        if self._rl is not None:
+            self._rl.close()
+        self.eset = self._provider = self._rx_ibf = self._full = None
 
     def abort(self, reason):
         """Local abort (e.g. timeout in the driver)."""
         self.state = ERROR
         self.error = SetuError(reason)
+        if self._rl is not None:
+            self._rl.drop_flight()
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -343,13 +370,14 @@ class Reconciler:
             raise SetuError("unknown application")
         if C.PROFILE_RATELESS not in cfg.allowed_profiles:
             raise SetuError("profile not agreed", "profile %d" % C.PROFILE_RATELESS)
-        if version != RL.RL_VERSION:
+        if version not in RL.RL_VERSIONS:
             raise SetuError("profile not agreed", "rateless version %d" % version)
         if not cfg.lower_bound <= count <= cfg.upper_bound:
             raise SetuError("byzantine bound", "remote element count %d" % count)
         if self._provider is not None:
             self.eset = self._provider.for_profile(C.PROFILE_RATELESS)
-        self._rl = RL.RatelessMachine(self.eset, False, cfg, self.stats, count)
+        self._rl = RL.RatelessMachine(self.eset, False, cfg, self.stats, count, self.budget,
+                                      version)
         self._rl.expect_first_flight()
         out = self._rl.receive(first)
         self.state = self._rl.state

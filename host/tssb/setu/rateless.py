@@ -14,6 +14,7 @@ Flights (I initiator, R responder; see docs/setu.md "Profile rateless"):
   its own keys: own_key_search).
    decoded:  F2 R->I  RL{DONE, ELEMENTS (R-only), WANTS (I-only keys)}
              F3 I->R  RL{ELEMENTS (wanted)}                     (only when R wanted any)
+             F4 R->I  RL{DONE|STORED} (version 2: R stored them; else a STORED section)
    not yet:  F2 R->I  RL{ELEMENTS, WANTS (what R decoded so far), RESIDUAL 0..k1,
                          SYMBOLS k1..m of R's own set}  with m from R's estimate of the
                          difference (PROBES), or KEYS (all of R's keys) when that is cheaper;
@@ -23,12 +24,18 @@ Flights (I initiator, R responder; see docs/setu.md "Profile rateless"):
              decodes from ~0.9-1.1 symbols per difference instead of 1.35-1.7
              F3 I->R  RL{DONE, ELEMENTS (I-only), WANTS (R-only keys)}, or RL{MORE m2} when
                       I could not decode yet (one more exchange, counted in the stats)
-             F4 R->I  RL{ELEMENTS (wanted)}                     (only when I wanted any)
+             F4 R->I  RL{ELEMENTS (wanted)}                     (when I wanted any and,
+                      version 2, STORED or FLAG_STORED when I sent elements: then always)
 An RL message body is FLAGS (1 byte: bit 0 END = last message of the flight, bit 1 DONE =
-the sender decoded everything) followed by sections TAG (1) || LEN (varint) || PAYLOAD.
+the sender decoded everything, bit 2 STORED = it stored every element we sent) followed by
+sections TAG (1) || LEN (varint) || PAYLOAD. The initiator is done only once the responder
+confirmed what it stored of its elements (version 2; docs/setu.md).
 
 Every bound comes from local configuration and local set sizes (Config.rl_*), never from
 what the peer declares beyond the byzantine upper bound; every abort is SetuError(reason).
+What the peer makes us hold (a flight until its END) is charged to the session's budget,
+and what a search costs is bounded in CPU time, pairs and tests, however the symbols were
+chosen (own_key_search).
 """
 import math
 import time
@@ -42,7 +49,8 @@ from . import constants as C
 from . import messages as M
 from .errors import SetuError
 from .profiles import element_hash
-from .rateless_prefix import CODEC, KEY_LEN, SYMBOL_SIZE, candidate_pairs, element_key
+from .rateless_prefix import (CODEC, KEY_LEN, LOW_INDICES, SYMBOL_SIZE, candidate_pairs,
+                              element_key)
 
 # Sections of an RL message.
 SEC_SYMBOLS = 1       # varint start || symbols
@@ -54,17 +62,26 @@ SEC_WANTS = 4         # 5-byte keys
 SEC_ELEMENTS = 5      # varint element size || elements of that size
 SEC_MORE = 6          # varint: send symbols up to this index
 SEC_KEYS = 7          # all of the sender's keys (full-exchange fallback)
+SEC_STORED = 8        # varint: how many of the elements it got from us in this operation
+                      # the sender could not store (yet); see FLAG_STORED
 
 FLAG_END = 1
 FLAG_DONE = 2
+FLAG_STORED = 4       # version 2: the sender stored every element it got from us
 
-RL_VERSION = 1            # RL_REQUEST version: this module's first flight (probe schedule)
+RL_VERSION = 2            # RL_REQUEST version: 1, this module's first flight (probe
+                          # schedule); 2, the same, and the responder confirms what it
+                          # stored of the initiator's elements (SEC_STORED)
+RL_VERSIONS = (1, 2)      # versions a responder accepts
 APP_TAG_LEN = 4           # bytes of the application id an RL_REQUEST carries
 
 FIRST_SYMBOLS = 21        # k1: the first flight decodes d = 10 at R in ~99 % of runs at
                           # n = 10^4 (with R's own-key search; 17: ~97 %), the rest mostly from
                           # the residual (FIRST_REST_VALUES); bytes from the d = 1 bar (F1 <=
                           # 248: an element only I holds costs F1 + 52)
+FIRST_SYMBOLS_MAX = LOW_INDICES   # most first-flight symbols a responder accepts (64):
+                          # three times k1, and what the prefix's per-key index masks cover,
+                          # so a search of a first flight never walks every key's mapping
 PROBE_GROWTH = (1014, 1000)   # probe indices grow by 1.4 % from k1 (~55 bytes of 1-bit probes
                           # estimate d with a spread of ~0.20-0.22 in log; 2 %, ~41 bytes: 0.24)
 PROBE_DENSE_END = 8192    # ... to here (d up to ~4000), then
@@ -93,8 +110,18 @@ NEVER_DECODES = "symbols never decode"   # the reason `tssb sync` answers with t
 SEARCH_MAX_TESTS = 1 << 22    # checksum tests per operation's own-key searches (~0.6 us each
                               # in CPython; at n = 10^6 a search near its limit, ~0.93
                               # symbols per difference, needed up to 2.9 x 10^6)
-SEARCH_MAX_SECONDS = 2.0      # ... and wall time (checked between passes of <= 2^18 tests;
-                              # the driver runs RL messages in the session's worker thread)
+SEARCH_MAX_SECONDS = 2.0      # ... and seconds, of CPU time and of wall time (checked every
+                              # SEARCH_TEST_BATCH tests and every batch of the walk; the driver
+                              # runs RL messages in the session's worker thread)
+SEARCH_MAX_PAIRS = 1 << 20    # candidate pairs one search keeps (the sparsest: ~40 bytes each
+                              # while it runs; at 10^6 keys a difference of 1000 has ~2 x 10^6)
+FIRST_SEARCH_SECONDS = 0.3    # CPU seconds of the responder's search of a first flight: the
+                              # peer picks those symbols (any that stay nonzero make every key
+                              # a candidate); from the index masks the candidates of 10^6 keys
+                              # take ~20 ms, ~6 x 10^4 tests the rest
+FIRST_SEARCH_PAIRS = 1 << 17  # ... and its pairs: the false-key budget stops a search of the
+                              # first symbols after ~6 x 10^4 tests at 10^6 keys (fewer below)
+SEARCH_TEST_BATCH = 2048      # tests between two looks at the clock
 SEARCH_CHUNKS = 16            # a pass tests at most 1/16 of the budget, the symbols that
 SEARCH_MIN_CHUNK = 4096       # changed first (each resolve peels on), then untested ones
 SEARCH_MAX_PASSES = 96        # passes in all
@@ -115,8 +142,11 @@ FIRST_REST_VALUES = 8         # R streams nothing, sends only the residual, when
                               # I's: I searches its own; d = 30 leaves 15-21 of 21)
 SEARCH_MAX_LOAD = 3           # test a key only at symbols holding about this many keys or fewer
 MAX_FLIGHT_SECTIONS = 4096    # sections buffered until a flight's END (honest: ~1 per message)
-MAX_FLIGHT_BYTES = 64 << 20   # bytes buffered until END: 8 MiB of symbols at MAX_RL_SYMBOLS
-                              # plus the elements of a large difference
+MAX_FLIGHT_BYTES = 64 << 20   # bytes buffered until END (elements are taken as they arrive):
+                              # 8 MiB of symbols at MAX_RL_SYMBOLS, or a key list; each byte
+                              # is also charged to the session's "received_bytes"
+MAX_FIRST_FLIGHT = C.MAX_MESSAGE_SIZE   # a first flight fits its RL_REQUEST (<= 64 symbols)
+SECTION_COST = 64             # bytes charged per buffered section besides its payload
 _MSG_ROOM = C.MAX_MESSAGE_SIZE - C.HEADER_SIZE - 1 - 8   # payload room per message
 
 
@@ -151,11 +181,15 @@ class Flight:
             self.add(SEC_SYMBOLS, _varint(start + off // SYMBOL_SIZE) + data[off:off + per])
 
     def keys(self, tag, keys):
-        per = (_MSG_ROOM - 8) // KEY_LEN
-        if not keys and tag == SEC_KEYS:
+        self.key_bytes(tag, b"".join(keys))
+
+    def key_bytes(self, tag, data):
+        """Keys given as their bytes back to back (a key list of 10^6 is 5 MB, no objects)."""
+        per = (_MSG_ROOM - 8) // KEY_LEN * KEY_LEN
+        if not data and tag == SEC_KEYS:
             self.add(tag, b"")            # "I hold nothing" is an answer too
-        for i in range(0, len(keys), per):
-            self.add(tag, b"".join(keys[i:i + per]))
+        for i in range(0, len(data), per):
+            self.add(tag, data[i:i + per])
 
     def elements(self, elements):
         by_size = {}
@@ -179,7 +213,7 @@ class Flight:
         out.append(cur)
         msgs = []
         for i, secs in enumerate(out):
-            f = flags if i == len(out) - 1 else flags & ~(FLAG_END | FLAG_DONE)
+            f = flags if i == len(out) - 1 else flags & ~(FLAG_END | FLAG_DONE | FLAG_STORED)
             msgs.append(M._frame(C.MSG_RL, bytes((f,)) + b"".join(secs)))
         return msgs
 
@@ -193,14 +227,14 @@ def parse(buf):
     if size != len(buf) or int.from_bytes(buf[2:4], "big") != C.MSG_RL:
         raise SetuError("bad message", "rl header")
     flags = buf[4]
-    if flags & ~(FLAG_END | FLAG_DONE):
+    if flags & ~(FLAG_END | FLAG_DONE | FLAG_STORED) or flags & FLAG_STORED and not flags & FLAG_END:
         raise SetuError("bad message", "rl flags")
     p = 5
     secs = []
     while p < len(buf):
         tag = buf[p]
         n, p = _read_varint(buf, p + 1)
-        if p + n > len(buf) or not SEC_SYMBOLS <= tag <= SEC_KEYS:
+        if p + n > len(buf) or not SEC_SYMBOLS <= tag <= SEC_STORED:
             raise SetuError("bad message", "rl section")
         secs.append((tag, buf[p:p + n]))
         p += n
@@ -241,6 +275,29 @@ def _split_keys(payload):
     if not payload or len(payload) % KEY_LEN:
         raise SetuError("bad message", "key list length")
     return [payload[i:i + KEY_LEN] for i in range(0, len(payload), KEY_LEN)]
+
+
+def _keys_from_bytes(data):
+    """5-byte little-endian keys, back to back, as a uint64 array."""
+    a = np.zeros((len(data) // KEY_LEN, 8), dtype=np.uint8)
+    a[:, :KEY_LEN] = np.frombuffer(data, dtype=np.uint8).reshape(-1, KEY_LEN)
+    return a.view("<u8").ravel().astype(np.uint64)
+
+
+def _key_bytes(arr):
+    """A uint64 key array back to 5-byte keys, back to back."""
+    return arr.astype("<u8").view(np.uint8).reshape(-1, 8)[:, :KEY_LEN].tobytes()
+
+
+def _key_list(arr):
+    b = _key_bytes(arr)
+    return [b[i:i + KEY_LEN] for i in range(0, len(b), KEY_LEN)]
+
+
+def _unique(arr):
+    """Sorted distinct values (np.unique's hashing is slower for large arrays)."""
+    a = np.sort(arr)
+    return a[np.concatenate(([True], a[1:] != a[:-1]))] if len(a) else a
 
 
 def _split_elements(payload):
@@ -393,7 +450,24 @@ def _residual_sums(dec):
     return np.frombuffer(bytes(dec.sums), dtype="<u8")
 
 
-def own_key_search(dec, prefix, max_tests, d_est, deadline=None, max_false=None):
+class Allowance:
+    """How long a search may run: `cpu_s` seconds of the calling thread's CPU time and
+    `wall_s` seconds of wall time (None: no bound). `over()` is checked inside the work
+    (between batches of keys and of tests); once it says True, `hit` stays True."""
+
+    def __init__(self, cpu_s=None, wall_s=None):
+        self._cpu_end = None if cpu_s is None else time.thread_time() + cpu_s
+        self._wall_end = None if wall_s is None else time.monotonic() + wall_s
+        self.hit = False
+
+    def over(self):
+        if not self.hit:
+            self.hit = (self._cpu_end is not None and time.thread_time() > self._cpu_end) \
+                or (self._wall_end is not None and time.monotonic() > self._wall_end)
+        return self.hit
+
+
+def own_key_search(dec, prefix, max_tests, d_est, limit=None, max_false=None, max_pairs=None):
     """Free a stalled decoder with our own keys (peeling with side information).
 
     A key only we hold that is still in the difference leaves every symbol it maps to
@@ -406,8 +480,10 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None, max_false=None)
     there (one SHA-256 per test).
     Each hit is resolved (codedsym.Decoder.resolve), which peels on; passes of at most
     max_tests / SEARCH_CHUNKS tests take the symbols that changed first (the peeling wave),
-    then pairs not tested yet, until none is left, `max_tests` checksum tests are spent or the
-    time.monotonic() `deadline` (checked between passes) has passed.
+    then pairs not tested yet, until none is left or `max_tests` checksum tests are spent.
+    `limit` (an Allowance) is checked between batches of the walk and of SEARCH_TEST_BATCH
+    tests; `max_pairs` keeps only the sparsest pairs (the walk's memory and the tests stay
+    bounded whatever the symbols say).
     This brings the stream a decode needs from about 1.4-1.7 symbols per difference down
     to about 0.9-1.1 (measured; docs/setu.md).
 
@@ -419,16 +495,17 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None, max_false=None)
         max_false = SEARCH_MAX_FALSE
     if dec.done or not len(items) or max_tests <= 0:
         return 0, 0
+    over = limit.over if limit is not None else None
 
     def lo_for(found):
         return max(0, int(2 * (d_est - found) / SEARCH_MAX_LOAD) - 2)
 
     lo0 = lo_for(d_est // 2)
-    _, pos, idx = candidate_pairs(items, seeds, _residual_sums(dec) != 0, lo0)
-    if not len(pos):
+    pairs = candidate_pairs(items, seeds, _residual_sums(dec) != 0, lo0, max_pairs, over,
+                            prefix.low_masks())
+    pos, idx = pairs.pos, pairs.idx
+    if not len(pos) or not pairs.complete:
         return 0, 0
-    order = np.argsort(-idx, kind="stable")
-    pos, idx = pos[order], idx[order]
     always = idx < lo0                                # a candidate's top index: always tested
     # A test at index i resolves a false key when the rest passes the checksum (2^-24), maps
     # to i and to nonzero symbols only. Our own keys are random to the mapping: the share of
@@ -436,7 +513,7 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None, max_false=None)
     # least 1 / SEARCH_SHARE_FLOOR of the raw chance (a small sample, or pairs below lo0
     # that are not all recorded), never more.
     raw = 2.0 / (idx + 2.0)
-    seen = np.bincount(idx)[idx] / len(items)
+    seen = pairs.counts[idx] / len(items)
     weight = np.minimum(raw, np.maximum(seen, raw / SEARCH_SHARE_FLOOR)) * _FALSE_PER_TEST
     tested = np.zeros(len(pos), dtype=np.uint64)     # symbol value at the last test
     gone = np.zeros(len(items), dtype=bool)          # keys resolved
@@ -457,41 +534,54 @@ def own_key_search(dec, prefix, max_tests, d_est, deadline=None, max_false=None)
         todo = todo[:int(np.searchsorted(cum, max_false, side="right"))]
         if not len(todo):
             break
-        risk = float(cum[len(todo) - 1])
-        tests += len(todo)
-        tested[todo] = cur[todo]
-        rb = (cur[todo] ^ items[pos[todo]]).astype("<u8").tobytes()
-        pure = [sha256(rb[o:o + KEY_LEN]).digest()[4:4 + CODEC.chk_len] == rb[o + KEY_LEN:o + 8]
-                for o in range(0, len(rb), 8)]
-        for t in np.nonzero(pure)[0]:
-            k = todo[t]
-            i = int(idx[k])
-            if int.from_bytes(dec.sums[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE], "little") \
-                    != int(cur[k]):
-                continue                  # changed since: tested again next pass
-            ys = codedsym.indices(rb[8 * t:8 * t + KEY_LEN], dec.received)
-            if i not in ys or any(dec.is_zero(j) for j in ys):
-                continue                  # a false purity: the rest does not map here, or
-                                          # not to nonzero symbols only, as a key of the
-                                          # difference does
-            got = dec.resolve((int(items[pos[k]]) & mask).to_bytes(KEY_LEN, "little"), -1)
-            gone[pos[k]] = True
+        for b in range(0, len(todo), SEARCH_TEST_BATCH):
+            if over is not None and over():
+                return found, tests
+            part = todo[b:b + SEARCH_TEST_BATCH]
+            risk = float(cum[b + len(part) - 1])
+            tests += len(part)
+            tested[part] = cur[part]
+            got = _test_pairs(dec, items, pos, idx, cur, part, gone, mask)
             found += got
             if dec.done:
                 return found, tests
-        if tests >= max_tests or deadline is not None and time.monotonic() > deadline:
+        if tests >= max_tests:
             break
     return found, tests
 
 
-def search_when_stalled(dec, prefix, max_tests, d_est, deadline=None):
+def _test_pairs(dec, items, pos, idx, cur, todo, gone, mask):
+    """One batch of own-key tests (see own_key_search). Returns the keys resolved."""
+    found = 0
+    rb = (cur[todo] ^ items[pos[todo]]).astype("<u8").tobytes()
+    pure = [sha256(rb[o:o + KEY_LEN]).digest()[4:4 + CODEC.chk_len] == rb[o + KEY_LEN:o + 8]
+            for o in range(0, len(rb), 8)]
+    for t in np.nonzero(pure)[0]:
+        k = todo[t]
+        i = int(idx[k])
+        if int.from_bytes(dec.sums[i * SYMBOL_SIZE:(i + 1) * SYMBOL_SIZE], "little") \
+                != int(cur[k]):
+            continue                  # changed since: tested again next pass
+        ys = codedsym.indices(rb[8 * t:8 * t + KEY_LEN], dec.received)
+        if i not in ys or any(dec.is_zero(j) for j in ys):
+            continue                  # a false purity: the rest does not map here, or
+                                      # not to nonzero symbols only, as a key of the
+                                      # difference does
+        found += dec.resolve((int(items[pos[k]]) & mask).to_bytes(KEY_LEN, "little"), -1)
+        gone[pos[k]] = True
+        if dec.done:
+            break
+    return found
+
+
+def search_when_stalled(dec, prefix, max_tests, d_est, limit=None, max_pairs=None):
     """Run own_key_search if the residual is within its reach: the received symbols are at
     least SEARCH_MIN_SYMBOLS per key of the difference (d_est, estimated); tests start where
     a symbol of the fresh difference holds about SEARCH_MAX_LOAD keys (index ~ 2 d / load).
     Returns (keys resolved, tests made)."""
     if dec.done or dec.received < SEARCH_MIN_SYMBOLS * d_est:
         return 0, 0
-    return own_key_search(dec, prefix, max_tests, d_est, deadline)
+    return own_key_search(dec, prefix, max_tests, d_est, limit, max_pairs=max_pairs)
 
 
 # -- the profile's state machine ---------------------------------------------------------
@@ -502,7 +592,19 @@ I_WAIT_MORE = "rl_wait_more"
 R_WAIT_F1 = "rl_wait_symbols"
 R_WAIT_F3 = "rl_wait_final"
 R_WAIT_ELEMENTS = "rl_wait_elements"
+I_WAIT_STORED = "rl_wait_stored"
 FINISHED = "finished"
+
+# state -> handler of a whole flight (its END received). I_WAIT_ELEMENTS and R_WAIT_ELEMENTS
+# share a name: one side's final flight (the wanted elements, then the confirmation).
+TRANSITIONS = {
+    I_WAIT_F2: "_i_on_f2",
+    I_WAIT_MORE: "_i_on_more_symbols",
+    I_WAIT_ELEMENTS: "_on_final_elements",
+    I_WAIT_STORED: "_on_final_elements",
+    R_WAIT_F1: "_r_on_f1",
+    R_WAIT_F3: "_r_on_f3",
+}
 
 
 class RatelessMachine:
@@ -511,16 +613,22 @@ class RatelessMachine:
 
     Args:
         eset: the local set: an ElementSet, or anything with its rateless interface
-            (len, etype, check, has, add, rateless, rateless_elements, has_rateless_key,
-            rateless_keys), e.g. rateless_store.RatelessStoreSet.
+            (len, etype, check, has, add, rateless, rateless_elements, has_rateless_key;
+            optionally outstanding: received elements not stored), e.g.
+            rateless_store.RatelessStoreSet.
         initiator: True for I.
         cfg: machine.Config (rl_first_symbols, rl_prefix, rl_max_symbols, upper_bound).
         stats: the Reconciler's stats dict, updated in place.
         remote_size: R: the element count from the RL_REQUEST (already bounded).
+        budget: the session's tssb.session.budget.Budget (flights, strikes) or None.
+        version: the RL_REQUEST version (R: the initiator's; 2 confirms what R stored).
     """
 
-    def __init__(self, eset, initiator, cfg, stats, remote_size=None):
+    def __init__(self, eset, initiator, cfg, stats, remote_size=None, budget=None,
+                 version=RL_VERSION):
         self.eset = eset
+        self.budget = budget        # the session's Budget (None: no accounting)
+        self.version = version      # 2: the responder confirms what it stored
         self.initiator = initiator
         self.cfg = cfg
         self.stats = stats
@@ -530,8 +638,11 @@ class RatelessMachine:
         self.prefix = eset.rateless(cfg.rl_prefix or prefix_length(len(eset)))
         self.k1 = min(cfg.rl_first_symbols, self.prefix.m)
         self.dec = None
-        self._flight = []           # parsed sections of the flight being received
-        self._flight_bytes = 0
+        self._flight = []           # sections (but elements) of the flight being received
+        self._flight_bytes = 0      # ... their bytes, charged to received_bytes
+        self._flight_keys = []      # keys of the elements the flight brought (taken at once)
+        self._elements_in = 0       # elements the peer sent in this operation
+        self._elements_out = 0      # ... and we sent
         self._wanted_by_me = set()  # keys I asked for and have not received
         self._sent_symbols = 0
         self._more_rounds = 0
@@ -540,8 +651,10 @@ class RatelessMachine:
         self._early_wants = []      # I: keys R wanted before it had decoded everything
         self._recv_keys = set()     # keys of elements received in this operation
         self._raw = []              # (start, equal to ours per symbol) of symbols received
+        self._search_s = 0.0        # CPU seconds our searches took in this operation
         stats.update(mode="rateless", profile="rateless", symbols_sent=0, symbols_recv=0,
-                     assisted=0, search_tests=0,
+                     assisted=0, search_tests=0, search_limited=False,
+                     peer_outstanding=None,
                      prefix=self.prefix.m, prefix_extended=False, fallback=None, rounds=0,
                      flights=0, round_trips=0, more_rounds=0, estimate=None)
 
@@ -553,6 +666,11 @@ class RatelessMachine:
             min(self.remote_size, self.cfg.upper_bound)      # I never learns R's size
         total = self.n0 + rs
         return (min(self.cfg.rl_max_symbols, 3 * total + 64), total + 16)
+
+    def _own_keys(self):
+        """Our keys when the operation began, sorted, once each (uint64 array)."""
+        items, _ = self.prefix.keys_items()
+        return _unique(items & np.uint64((1 << (8 * KEY_LEN)) - 1))
 
     def _is_local(self, key):
         # the set as it was when the operation began: received elements do not count
@@ -570,16 +688,29 @@ class RatelessMachine:
                 raise SetuError(NEVER_DECODES, str(e))
             raise SetuError("bad symbols", str(e))
 
-    def _search(self, d_est):
-        """Own-key search on a stalled decoder, within the configured budget."""
+    def _search(self, d_est, first=False):
+        """Own-key search on a stalled decoder, within the configured budget: for the
+        responder's search of a first flight (`first`) rl_first_search_s of CPU time and
+        rl_first_search_pairs, else what is left of rl_search_s and rl_search_tests. Each
+        recent limit hit by the peer's key halves its CPU time (Budget.search_share)."""
         if self.dec.done:
             return
-        st = self.stats
-        budget = self.cfg.rl_search_tests - st["search_tests"]
-        found, tests = search_when_stalled(self.dec, self.prefix, budget, d_est,
-                                           time.monotonic() + self.cfg.rl_search_s)
+        cfg, st = self.cfg, self.stats
+        share = self.budget.search_share() if self.budget is not None else 1.0
+        left = max(0.0, cfg.rl_search_s - self._search_s)
+        cpu = min(left, cfg.rl_first_search_s if first else left) * share
+        limit = Allowance(cpu, left)
+        t0 = time.thread_time()
+        found, tests = search_when_stalled(
+            self.dec, self.prefix, cfg.rl_search_tests - st["search_tests"], d_est, limit,
+            cfg.rl_first_search_pairs if first else cfg.rl_search_pairs)
+        self._search_s += time.thread_time() - t0
         st["assisted"] += found
         st["search_tests"] += tests
+        if limit.hit:
+            st["search_limited"] = True
+            if self.budget is not None:
+                self.budget.strike("search")    # the key's next operations get less
 
     def _ensure_prefix(self, m):
         if m > self.prefix.m:
@@ -632,6 +763,31 @@ class RatelessMachine:
         els = self._elements_for(keys)
         flight.elements(els)
         self.stats["elements_sent"] += len(els)
+        self._elements_out += len(els)
+
+    def _stored(self, flight):
+        """Version 2, after the initiator's final flight: the flags saying we stored all
+        its elements (FLAG_STORED), or a STORED section with how many we could not store
+        (yet: they wait for entries we lack, or were dropped). Returns the extra flags."""
+        if self.version < 2 or not self._elements_in:
+            return 0
+        outstanding = getattr(self.eset, "outstanding", lambda: 0)()
+        if not outstanding:
+            return FLAG_STORED
+        flight.add(SEC_STORED, _varint(outstanding))
+        return 0
+
+    @property
+    def confirming(self):
+        return self.initiator and self.version >= 2 and self._elements_out > 0 \
+            and self.state in (I_WAIT_ELEMENTS, I_WAIT_STORED)
+
+    def _final_state(self, wants):
+        """I, after its final flight: wait for the wanted elements, and (version 2) for
+        the responder's confirmation of what it stored of ours."""
+        if self._elements_out and self.version >= 2:
+            return I_WAIT_ELEMENTS if wants else I_WAIT_STORED
+        return I_WAIT_ELEMENTS if wants else FINISHED
 
     def _flight_done(self):
         # flights alternate strictly, so the flights seen so far give the round trips
@@ -656,23 +812,63 @@ class RatelessMachine:
         if len(buf) >= C.HEADER_SIZE and int.from_bytes(buf[2:4], "big") == C.MSG_RL_REQUEST:
             raise SetuError("unexpected message", "RL_REQUEST in state %s" % self.state)
         flags, secs = parse(buf)
-        self._flight.extend(secs)
-        self._flight_bytes += len(buf)
-        if len(self._flight) > MAX_FLIGHT_SECTIONS or self._flight_bytes > MAX_FLIGHT_BYTES:
-            raise SetuError("flood", "flight of %d sections, %d bytes"
-                            % (len(self._flight), self._flight_bytes))
+        name = TRANSITIONS.get(self.state)
+        if name is None:
+            raise SetuError("unexpected message", "RL in state %s" % self.state)
+        for tag, payload in secs:
+            if tag == SEC_ELEMENTS:
+                self._elements_now(payload)
+            else:
+                self._hold(tag, payload)
         if not flags & FLAG_END:
             if flags & FLAG_DONE:
                 raise SetuError("bad message", "DONE without END")
             return []
-        secs, self._flight, self._flight_bytes = self._flight, [], 0
+        secs = self._flight
+        self.drop_flight()
         self._flight_done()
-        handler = {I_WAIT_F2: self._i_on_f2, I_WAIT_ELEMENTS: self._on_final_elements,
-                   I_WAIT_MORE: self._i_on_more_symbols, R_WAIT_F1: self._r_on_f1,
-                   R_WAIT_F3: self._r_on_f3, R_WAIT_ELEMENTS: self._on_final_elements}.get(self.state)
-        if handler is None:
-            raise SetuError("unexpected message", "RL in state %s" % self.state)
-        return handler(flags, secs)
+        return getattr(self, name)(flags, secs)
+
+    def close(self):
+        """Let go of the set, its prefix and the decoder (see Reconciler.close)."""
+        self.drop_flight()
+        self.eset = self.prefix = self.dec = None
+        self._raw, self._recv_keys, self._given = [], set(), set()
+
+    def _hold(self, tag, payload):
+        """Buffer a section until the flight's END: within the flight bound of our state
+        and charged to the session's budget (received_bytes)."""
+        cost = len(payload) + SECTION_COST
+        most = MAX_FIRST_FLIGHT if self.state == R_WAIT_F1 else MAX_FLIGHT_BYTES
+        if len(self._flight) >= MAX_FLIGHT_SECTIONS or self._flight_bytes + cost > most:
+            raise SetuError("flood", "flight of %d sections, %d bytes"
+                            % (len(self._flight) + 1, self._flight_bytes + cost))
+        if self.budget is not None:
+            self.budget.take("received_bytes", cost)      # BudgetExceeded: cut off
+        self._flight.append((tag, payload))
+        self._flight_bytes += cost
+
+    def drop_flight(self):
+        """Forget the flight being received (its END, or the operation ended) and give
+        its bytes back to the budget."""
+        if self.budget is not None and self._flight_bytes:
+            self.budget.give("received_bytes", self._flight_bytes)
+        self._flight, self._flight_bytes = [], 0
+
+    def _elements_now(self, payload):
+        """An ELEMENTS section, taken as it arrives (each element is checked and charged as
+        unverified by the set): wanted ones in the final states, else new ones within the
+        unsolicited bound."""
+        elements = _split_elements(payload)
+        if self.state in (I_WAIT_ELEMENTS, R_WAIT_ELEMENTS):
+            allowed = self._wanted_by_me
+        elif self.state in (I_WAIT_F2, R_WAIT_F3):
+            allowed = None
+            self._bound_unsolicited(len(self._flight_keys) + len(elements))
+        else:
+            raise SetuError("unexpected section", "elements in state %s" % self.state)
+        self._elements_in += len(elements)
+        self._flight_keys += self._take_elements(elements, allowed)
 
     @staticmethod
     def _only(secs, allowed):
@@ -695,25 +891,22 @@ class RatelessMachine:
         return msgs
 
     def _i_on_f2(self, flags, secs):
-        self._only(secs, (SEC_SYMBOLS, SEC_RESIDUAL, SEC_WANTS, SEC_ELEMENTS, SEC_KEYS))
-        wants, elements, residual, symbols, keys = self._sections(secs)
+        self._only(secs, (SEC_SYMBOLS, SEC_RESIDUAL, SEC_WANTS, SEC_KEYS))
+        wants, residual, symbols, keys = self._sections(secs)
+        got, self._flight_keys = self._flight_keys, []
         if flags & FLAG_DONE:
             if residual or symbols or keys:
                 raise SetuError("unexpected section", "symbols after DONE")
             self._check_wants(wants)
-            self._bound_unsolicited(elements)
-            self._take_elements(elements, None)
             f = Flight()
             self._send_elements(f, wants)
-            self.state = FINISHED
+            self.state = self._final_state(False)
             return self._out(f, FLAG_END | FLAG_DONE) if wants else []
         if keys is not None:
-            return self._i_full_keys(keys, wants, elements)
+            return self._i_full_keys(keys, wants, got)
         # R's partial results, then its residual and its own symbols
         self._check_wants(wants)
         self._early_wants = wants
-        self._bound_unsolicited(elements)
-        got = self._take_elements(elements, None)
         dec = self.dec = self._decoder()
         if residual is None:
             raise SetuError("missing section", "residual")
@@ -728,14 +921,14 @@ class RatelessMachine:
         self._add_symbols(symbols)
         return self._i_after_decode()
 
-    def _bound_unsolicited(self, elements):
+    def _bound_unsolicited(self, count):
         # elements sent unasked come from a decode of the symbols we sent (or, after a KEYS
         # fallback, from the peer's own set, whose size it committed to)
         most = 2 * self._sent_symbols + 16
         if self.stats["fallback"] == "keys":
             most = min(self.remote_size if self.remote_size is not None else 0,
                        self.cfg.upper_bound)
-        if len(elements) > most:
+        if count > most:
             raise SetuError("too many elements")
 
     def _add_symbols(self, symbols):
@@ -772,7 +965,7 @@ class RatelessMachine:
         wants = list(dec.remote_keys)
         f.keys(SEC_WANTS, wants)
         self._wanted_by_me = set(wants)
-        self.state = I_WAIT_ELEMENTS if wants else FINISHED
+        self.state = self._final_state(wants)
         return self._out(f, FLAG_END | FLAG_DONE)
 
     def _stream_estimate(self):
@@ -790,40 +983,55 @@ class RatelessMachine:
 
     def _i_on_more_symbols(self, flags, secs):
         self._only(secs, (SEC_SYMBOLS,))
-        _, _, _, symbols, _ = self._sections(secs)
+        _, _, symbols, _ = self._sections(secs)
         if not symbols or symbols[-1][0] + len(symbols[-1][1]) // SYMBOL_SIZE != self._stream_end:
             raise SetuError("bad symbols", "MORE not answered in full")
         self._add_symbols(symbols)
         return self._i_after_decode()
 
     def _i_full_keys(self, keys, wants, elements):
-        """R listed all its keys: the difference is plain set arithmetic."""
+        """R listed all its keys: the difference is plain set arithmetic (on the keys as
+        integers: a list of 10^6 keys stays 8 MB, not 10^6 objects)."""
         if wants or elements:
             raise SetuError("unexpected section", "with KEYS")
         rs = self.remote_size if self.remote_size is not None else self.cfg.upper_bound
         if len(keys) > min(self.cfg.upper_bound, rs):
             raise SetuError("byzantine bound", "%d keys" % len(keys))
-        theirs = set(keys)
+        theirs = _unique(keys)
         if len(theirs) != len(keys):
             raise SetuError("bad message", "duplicate keys")
         self.stats["fallback"] = "keys"
-        mine = set(self.eset.rateless_keys())
+        mine = self._own_keys()
         f = Flight()
-        self._send_elements(f, sorted(mine - theirs))
-        wants = sorted(theirs - mine)
+        self._send_elements(f, _key_list(np.setdiff1d(mine, theirs)))
+        wants = _key_list(np.setdiff1d(theirs, mine))
         f.keys(SEC_WANTS, wants)
         self._wanted_by_me = set(wants)
-        self.state = I_WAIT_ELEMENTS if wants else FINISHED
+        self.state = self._final_state(wants)
         return self._out(f, FLAG_END | FLAG_DONE)
 
     def _on_final_elements(self, flags, secs):
-        self._only(secs, (SEC_ELEMENTS,))
-        _, elements, _, _, _ = self._sections(secs)
-        self._take_elements(elements, self._wanted_by_me)
+        self._only(secs, (SEC_STORED,))
         if self._wanted_by_me:
             raise SetuError("wanted elements missing", "%d keys" % len(self._wanted_by_me))
+        stored = [p for t, p in secs if t == SEC_STORED]
+        if self.initiator and self.version >= 2 and self._elements_out:
+            if flags & FLAG_STORED and not stored:
+                outstanding = 0
+            elif len(stored) == 1 and not flags & FLAG_STORED:
+                outstanding, q = _read_varint(stored[0], 0)
+                if q != len(stored[0]) or not 0 < outstanding <= self._elements_out:
+                    raise SetuError("bad message", "stored section")
+            else:
+                raise SetuError("missing section", "what the peer stored")
+            self.stats["peer_outstanding"] = outstanding
+        elif stored or flags & FLAG_STORED:
+            raise SetuError("unexpected section", "stored")
+        self._flight_keys = []
+        f = Flight()
+        extra = 0 if self.initiator else self._stored(f)
         self.state = FINISHED
-        return []
+        return self._out(f, FLAG_END | FLAG_DONE | extra) if f.sections or extra else []
 
     # -- responder -------------------------------------------------------------------
 
@@ -832,7 +1040,7 @@ class RatelessMachine:
 
     def _r_on_f1(self, flags, secs):
         self._only(secs, (SEC_SYMBOLS, SEC_PROBES))
-        _, _, _, symbols, _ = self._sections(secs)
+        _, _, symbols, _ = self._sections(secs)
         probes = [p for t, p in secs if t == SEC_PROBES]
         if len(probes) > 1 or not symbols:
             raise SetuError("missing section", "symbols")
@@ -865,7 +1073,7 @@ class RatelessMachine:
         if not dec.done:        # a small remainder: our own keys may free it
             d_est = estimate()[1]
             if d_est <= FIRST_SEARCH_MAX * k1:
-                self._search(0)     # few symbols: test every index
+                self._search(0, first=True)     # few symbols: test every index
         f = Flight()
         if dec.done:
             self._send_elements(f, dec.local_keys)
@@ -887,8 +1095,8 @@ class RatelessMachine:
         if m * SYMBOL_SIZE >= self.n0 * KEY_LEN or m > ms:
             # listing our keys is cheaper (or the stream would pass our bounds)
             self.stats["fallback"] = "keys"
-            keys = list(self.eset.rateless_keys())
-            f.keys(SEC_KEYS, keys)
+            keys = self._own_keys()
+            f.key_bytes(SEC_KEYS, _key_bytes(keys))
             self.state = R_WAIT_F3
             self._sent_symbols = max(self._sent_symbols, len(keys))
             return self._out(f, FLAG_END)
@@ -905,10 +1113,11 @@ class RatelessMachine:
         self._wanted_by_me |= set(keys)
 
     def _r_on_f3(self, flags, secs):
-        self._only(secs, (SEC_ELEMENTS, SEC_WANTS, SEC_MORE))
+        self._only(secs, (SEC_WANTS, SEC_MORE))
         more = [p for t, p in secs if t == SEC_MORE]
+        got, self._flight_keys = set(self._flight_keys), []
         if more:
-            if len(secs) != 1 or self.stats["fallback"] == "keys":
+            if len(secs) != 1 or got or self.stats["fallback"] == "keys":
                 raise SetuError("unexpected section", "MORE with others or after KEYS")
             m2, _ = _read_varint(more[0], 0)
             self._more_rounds += 1
@@ -920,28 +1129,28 @@ class RatelessMachine:
             return self._out(f, FLAG_END)
         if not flags & FLAG_DONE:
             raise SetuError("bad message", "final flight without DONE")
-        wants, elements, _, _, _ = self._sections(secs)
+        wants, _, _, _ = self._sections(secs)
         self._check_wants(wants)
-        # I's elements: those we wanted in F2 plus the ones only I could find
-        self._bound_unsolicited(elements)
-        got = set(self._take_elements(elements, None))
+        # I's elements (taken as they came): those we wanted in F2 plus the ones only I
+        # could find
         if self._wanted_by_me - got:
             raise SetuError("wanted elements missing", "%d keys" % len(self._wanted_by_me - got))
         f = Flight()
         self._send_elements(f, wants)
+        extra = self._stored(f)
         self.state = FINISHED
-        return self._out(f, FLAG_END | FLAG_DONE) if wants else []
+        return self._out(f, FLAG_END | FLAG_DONE | extra) if f.sections or extra else []
 
     # -- parsing ---------------------------------------------------------------------
 
     def _sections(self, secs):
-        wants, elements, symbols = [], [], []
-        residual = keys = None
+        """(wants, residual, symbols, keys) of a flight's buffered sections; keys as an
+        array of integers (_keys_array) or None."""
+        wants, symbols, keys = [], [], []
+        residual = None
         for tag, p in secs:
             if tag == SEC_WANTS:
                 wants += _split_keys(p)
-            elif tag == SEC_ELEMENTS:
-                elements += _split_elements(p)
             elif tag == SEC_SYMBOLS:
                 start, q = _read_varint(p, 0)
                 data = p[q:]
@@ -953,8 +1162,14 @@ class RatelessMachine:
                     raise SetuError("bad message", "two residuals")
                 residual = self._parse_residual(p)
             elif tag == SEC_KEYS:
-                keys = (keys or []) + (_split_keys(p) if p else [])
-        return wants, elements, residual, symbols, keys
+                if p and len(p) % KEY_LEN:
+                    raise SetuError("bad message", "key list length")
+                keys.append(p)
+        if any(t == SEC_KEYS for t, _ in secs):
+            keys = _keys_from_bytes(b"".join(keys))
+        else:
+            keys = None
+        return wants, residual, symbols, keys
 
     def _parse_residual(self, p):
         return unpack_residual(p, min(self.cfg.rl_first_symbols_max, self._sent_symbols))

@@ -7,7 +7,9 @@ vectorised over many keys at once; tests check that both give identical bytes.
 
 Appends are queued and applied in batches (`flush`), which is what keeps the upkeep at a few
 microseconds per element in CPython. Every key's (item, seed) is kept, so the prefix can be
-extended and saved/restored without hashing anything again.
+extended and saved/restored without hashing anything again, and so is the set of its indices
+below LOW_INDICES (one 64-bit mask): a search of a first flight (at most that many symbols)
+finds its candidates from the masks, without walking every key's mapping again.
 """
 import numpy as np
 
@@ -16,8 +18,11 @@ from tinyssb import codedsym
 CODEC = codedsym.Codec(5, 3, 0)
 KEY_LEN = CODEC.key_len
 SYMBOL_SIZE = CODEC.size        # 8: one uint64
-_STATE_MAGIC = b"tssbRLP1"
+_STATE_MAGIC = b"tssbRLP2"      # m, n, sums, items, seeds, low masks
+_STATE_MAGIC_V1 = b"tssbRLP1"   # the same without the masks (computed when loaded)
+LOW_INDICES = 64                # indices kept per key as a mask: the longest first flight
 _M32 = np.uint64(0xFFFFFFFF)
+WALK_BATCH = 1 << 15      # keys walked at once (temporaries: ~10 arrays of this many)
 
 
 def element_key(ehash):
@@ -47,7 +52,13 @@ def _step(last, x):
 
 
 def _apply(sums, items, seeds, lo, hi):
-    """XOR every key (items[k], seeds[k]) into sums[i] for each of its indices lo <= i < hi."""
+    """XOR every key (items[k], seeds[k]) into sums[i] for each of its indices lo <= i < hi.
+    Keys are walked WALK_BATCH at a time: the temporaries stay a few MiB however many."""
+    for b0 in range(0, len(items), WALK_BATCH):
+        _apply_batch(sums, items[b0:b0 + WALK_BATCH], seeds[b0:b0 + WALK_BATCH], lo, hi)
+
+
+def _apply_batch(sums, items, seeds, lo, hi):
     if not len(items):
         return
     last = np.zeros(len(items), dtype=np.int64)
@@ -66,31 +77,162 @@ def _apply(sums, items, seeds, lo, hi):
             last, x, it = last[keep], x[keep], it[keep]
 
 
-def candidate_pairs(items, seeds, nonzero, lo=0):
+class Pairs:
+    """The result of candidate_pairs: `ok` (bool per key: a candidate, among the keys
+    walked), `pos` / `idx` (the pairs to test, sparsest first: index descending), `counts`
+    (candidate pairs recorded per index, before any cap: the share of our keys that map
+    there), `complete` (False when `over()` stopped the walk before every key was seen)."""
+
+    def __init__(self, ok, pos, idx, counts, complete):
+        self.ok, self.pos, self.idx, self.counts, self.complete = ok, pos, idx, counts, complete
+
+
+def low_masks(seeds):
+    """Per key, the bit set of its indices below LOW_INDICES (uint64), walked in batches."""
+    out = np.zeros(len(seeds), dtype=np.uint64)
+    for b0 in range(0, len(seeds), WALK_BATCH):
+        x = seeds[b0:b0 + WALK_BATCH].astype(np.uint64)
+        pos = np.arange(b0, b0 + len(x))
+        last = np.zeros(len(x), dtype=np.int64)
+        out[pos] = 1                                   # index 0: every key
+        while len(pos):
+            last, x = _step(last, x)
+            keep = last < LOW_INDICES
+            pos, last, x = pos[keep], last[keep], x[keep]
+            out[pos] |= np.left_shift(np.uint64(1), last.astype(np.uint64))
+    return out
+
+
+def _popcount(x):
+    """Set bits of each uint64 (numpy >= 2 has bitwise_count)."""
+    count = getattr(np, "bitwise_count", None)
+    if count is not None:
+        return count(x).astype(np.int64)
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return ((x * np.uint64(0x0101010101010101)) >> np.uint64(56)).astype(np.int64)
+
+
+def candidate_pairs(items, seeds, nonzero, lo=0, max_pairs=None, over=None, low=None):
     """The keys that may still be in a difference, and where to test them.
 
     A key still in the difference leaves every symbol it maps to nonzero, so the candidates
     are the keys all of whose indices below len(nonzero) fall on True entries of `nonzero`.
-    Returns (ok, pos, idx): ok[k] is True for a candidate; (pos[j], idx[j]) are the pairs
-    (candidate position, one of its indices >= lo, and its highest index in any case),
-    from one vectorised walk over all keys.
+    Pairs are (candidate position, one of its indices >= lo), its highest index in any
+    case, and index 0 when lo <= 0; they come sorted by index descending (ties in the order
+    of the walk's step, then position).
+
+    The walk takes WALK_BATCH keys at a time, so its memory is a few MiB whatever the
+    symbols say; `max_pairs` keeps only the first pairs of that order (the sparsest, which a
+    search tests first: the rest it would never reach) and `over()`, checked between
+    batches, stops the walk (Pairs.complete is then False). With the keys' `low` masks
+    (low_masks) and at most LOW_INDICES symbols, the same pairs come from the masks.
     """
-    hi = len(nonzero)
-    ok = np.zeros(len(items), dtype=bool)
+    n, hi = len(items), len(nonzero)
+    ok = np.zeros(n, dtype=bool)
     none = np.zeros(0, dtype=np.int64)
-    if not hi or not nonzero[0] or not len(items):
-        return ok, none, none
-    ok[:] = True
-    top = np.zeros(len(items), dtype=np.int64)      # highest index below hi
-    pos = np.arange(len(items))
-    last = np.zeros(len(items), dtype=np.int64)
-    x = seeds.astype(np.uint64)
-    rec_p, rec_i = [], []
+    counts = np.zeros(max(hi, 1), dtype=np.int64)
+    if not hi or not nonzero[0] or not n:
+        return Pairs(ok, none, none, counts, True)
+    if low is not None and hi <= LOW_INDICES:
+        return _pairs_from_masks(low, nonzero, lo, max_pairs, ok, counts)
+    kept = (none, none, none)
+    floor = 0               # pairs below are not recorded (rises once max_pairs are kept)
+    complete = True
+    for b0 in range(0, n, WALK_BATCH):
+        if over is not None and over():
+            complete = False
+            break
+        got = _walk_batch(items, seeds, nonzero, lo, floor, ok, b0, min(n, b0 + WALK_BATCH))
+        counts += np.bincount(got[1], minlength=len(counts))
+        kept = tuple(np.concatenate((a, b)) for a, b in zip(kept, got))
+        if max_pairs is not None and len(kept[0]) > 2 * max_pairs:
+            kept = _first_pairs(kept, max_pairs)
+            floor = max(floor, int(kept[1][-1]))
+    pos, idx, _ = _first_pairs(kept, max_pairs)
+    return Pairs(ok, pos, idx, counts, complete)
+
+
+def _pairs_from_masks(low, nonzero, lo, most, ok, counts):
+    """candidate_pairs for len(nonzero) <= LOW_INDICES from the keys' index masks: the same
+    candidates, pairs and order as the walk (a step is the number of a key's indices below
+    the pair's), one index at a time from the highest, until `most` pairs are kept: a
+    first flight whose symbols all stay nonzero costs a few passes over the masks."""
+    hi = len(nonzero)
+    zero = 0
+    for i in np.nonzero(~np.asarray(nonzero, dtype=bool))[0]:
+        zero |= 1 << int(i)
+    tmp = np.bitwise_and(low, np.uint64(zero))
+    np.equal(tmp, 0, out=ok)
+    top = None
+    kept, total = [], 0
+    for i in range(hi - 1, -1, -1):
+        if i >= max(lo, 1):                     # the walk's step that reached index i
+            np.right_shift(low, np.uint64(i), out=tmp)
+            np.bitwise_and(tmp, np.uint64(1), out=tmp)
+            pos = np.nonzero(tmp.astype(bool) & ok)[0]
+            step = _popcount(low[pos] & np.uint64((1 << i) - 1))
+        elif lo > 0:                            # candidates tested at their top index only
+            if top is None:
+                cand = np.nonzero(ok)[0]
+                within = np.uint64((1 << hi) - 1) if hi < 64 else np.uint64(2 ** 64 - 1)
+                top = _top_bit(low[cand] & within)
+            pos = cand[top == i]
+            step = np.zeros(len(pos), dtype=np.int64)
+        else:                                   # index 0: every candidate
+            pos = np.nonzero(ok)[0]
+            step = np.zeros(len(pos), dtype=np.int64)
+        if not len(pos):
+            continue
+        counts[i] += len(pos)
+        order = np.lexsort((pos, step))
+        kept.append((pos[order], np.full(len(pos), i, dtype=np.int64)))
+        total += len(pos)
+        if most is not None and total >= most:
+            break
+    if not kept:
+        none = np.zeros(0, dtype=np.int64)
+        return Pairs(ok, none, none, counts, True)
+    pos, idx = (np.concatenate(a)[:most] for a in zip(*kept))
+    return Pairs(ok, pos, idx, counts, True)
+
+
+def _top_bit(x):
+    """Position of the highest set bit of each nonzero uint64 (frexp is exact below 2^53:
+    the halves are taken apart)."""
+    high = (x >> np.uint64(32)).astype(np.float64)
+    low = (x & np.uint64(0xFFFFFFFF)).astype(np.float64)
+    return np.where(high > 0, 31 + np.frexp(high)[1], np.frexp(low)[1] - 1).astype(np.int64)
+
+
+def _first_pairs(pairs, most):
+    """The pairs sorted by (index descending, step, position), at most `most` of them."""
+    pos, idx, step = pairs
+    order = np.lexsort((pos, step, -idx))
+    if most is not None:
+        order = order[:most]
+    return pos[order], idx[order], step[order]
+
+
+def _walk_batch(items, seeds, nonzero, lo, floor, ok, b0, b1):
+    """Walk keys b0..b1: mark candidates in ok and return their pairs (pos, idx, step)
+    with idx >= floor."""
+    hi = len(nonzero)
+    k = b1 - b0
+    ok[b0:b1] = True
+    top = np.zeros(k, dtype=np.int64)               # highest index below hi
+    pos = np.arange(b0, b1)
+    last = np.zeros(k, dtype=np.int64)
+    x = seeds[b0:b1].astype(np.uint64)
+    rec = []
+    step = 0
     while len(pos):
+        step += 1
         nxt, x = _step(last, x)
         keep = nxt < hi
         if not keep.all():
-            top[pos[~keep]] = last[~keep]          # leaving the range: its highest index
+            top[pos[~keep] - b0] = last[~keep]     # leaving the range: its highest index
             pos, nxt, x = pos[keep], nxt[keep], x[keep]
         last = nxt
         bad = ~nonzero[last]
@@ -98,26 +240,29 @@ def candidate_pairs(items, seeds, nonzero, lo=0):
             ok[pos[bad]] = False
             good = ~bad
             pos, last, x = pos[good], last[good], x[good]
-        sel = last >= lo
+        sel = last >= max(lo, floor)
         if sel.any():
-            rec_p.append(pos[sel])
-            rec_i.append(last[sel])
-    low = np.nonzero(ok & (top < lo))[0]             # tested at their top index only
-    if lo <= 0:
-        low = none
-    p = np.concatenate(rec_p + [low]) if rec_p else low
-    i = np.concatenate(rec_i + [top[low]]) if rec_i else top[low]
-    if lo <= 0:                                      # index 0 too
-        c = np.nonzero(ok)[0]
-        p, i = np.concatenate((p, c)), np.concatenate((i, np.zeros(len(c), dtype=np.int64)))
+            rec.append((pos[sel], last[sel], np.full(int(sel.sum()), step, dtype=np.int64)))
+    cand = np.nonzero(ok[b0:b1])[0]
+    if lo > 0:                                       # tested at their top index only
+        low = cand[top[cand] < lo]
+        low = low[top[low] >= floor]
+        rec.append((low + b0, top[low], np.zeros(len(low), dtype=np.int64)))
+    elif floor <= 0:                                 # index 0 too
+        rec.append((cand + b0, np.zeros(len(cand), dtype=np.int64),
+                    np.zeros(len(cand), dtype=np.int64)))
+    if not rec:
+        none = np.zeros(0, dtype=np.int64)
+        return none, none, none
+    p, i, s = (np.concatenate(a) for a in zip(*rec))
     keep = ok[p]
-    return ok, p[keep], i[keep]
+    return p[keep], i[keep], s[keep]
 
 
 def stuck_candidates(items, seeds, nonzero):
     """Positions of the keys all of whose indices below len(nonzero) fall on True entries of
     `nonzero` (a key still in the difference leaves every symbol it maps to nonzero)."""
-    return np.nonzero(candidate_pairs(items, seeds, nonzero, len(nonzero))[0])[0]
+    return np.nonzero(candidate_pairs(items, seeds, nonzero, len(nonzero)).ok)[0]
 
 
 class RatelessPrefix:
@@ -136,6 +281,8 @@ class RatelessPrefix:
         self.sums = np.zeros(m, dtype=np.uint64)
         self._items = np.zeros(0, dtype=np.uint64)   # applied keys
         self._seeds = np.zeros(0, dtype=np.uint32)
+        self._low = np.zeros(0, dtype=np.uint64)     # their indices below LOW_INDICES
+        self.upgraded = False                          # loaded from a state without masks
         self._q_items = []                             # queued keys
         self._q_seeds = []
 
@@ -158,6 +305,7 @@ class RatelessPrefix:
         _apply(self.sums, items, seeds, 0, self.m)
         self._items = np.concatenate((self._items, items))
         self._seeds = np.concatenate((self._seeds, seeds))
+        self._low = np.concatenate((self._low, low_masks(seeds)))
         return k
 
     def extend(self, m2):
@@ -180,6 +328,10 @@ class RatelessPrefix:
         """(items, seeds) of the applied keys (numpy arrays; the key is item & (2^40 - 1))."""
         return self._items, self._seeds
 
+    def low_masks(self):
+        """Per applied key, its indices below LOW_INDICES as a bit set (uint64 array)."""
+        return self._low
+
     def symbol_int(self, i):
         return int(self.sums[i])
 
@@ -193,26 +345,30 @@ class RatelessPrefix:
         o = RatelessPrefix.__new__(RatelessPrefix)
         o.m = self.m
         o.sums = self.sums.copy()
-        o._items, o._seeds = self._items.copy(), self._seeds.copy()
+        o._items, o._seeds, o._low = self._items.copy(), self._seeds.copy(), self._low.copy()
+        o.upgraded = self.upgraded
         o._q_items, o._q_seeds = list(self._q_items), list(self._q_seeds)
         return o
 
     def to_bytes(self):
-        """Serialised state (magic, m, n, sums, items, seeds); queued keys are applied."""
+        """Serialised state (magic, m, n, sums, items, seeds, low masks); queued keys are
+        applied."""
         self.flush()
         n = len(self._items)
         return b"".join((_STATE_MAGIC, self.m.to_bytes(4, "little"), n.to_bytes(4, "little"),
                          self.sums.astype("<u8").tobytes(), self._items.astype("<u8").tobytes(),
-                         self._seeds.astype("<u4").tobytes()))
+                         self._seeds.astype("<u4").tobytes(), self._low.astype("<u8").tobytes()))
 
     @classmethod
     def from_bytes(cls, data):
-        """Inverse of to_bytes. Raises ValueError on a malformed state."""
-        if len(data) < 16 or data[:8] != _STATE_MAGIC:
+        """Inverse of to_bytes (also of the first format, without masks: they are computed
+        and `upgraded` says so). Raises ValueError on a malformed state."""
+        if len(data) < 16 or data[:8] not in (_STATE_MAGIC, _STATE_MAGIC_V1):
             raise ValueError("not a rateless prefix state")
+        v1 = data[:8] == _STATE_MAGIC_V1
         m = int.from_bytes(data[8:12], "little")
         n = int.from_bytes(data[12:16], "little")
-        if not 1 <= m <= codedsym.MAX_INDEX or len(data) != 16 + 8 * m + 12 * n:
+        if not 1 <= m <= codedsym.MAX_INDEX or len(data) != 16 + 8 * m + (12 if v1 else 20) * n:
             raise ValueError("rateless prefix state length")
         o = cls.__new__(cls)
         o.m = m
@@ -222,5 +378,9 @@ class RatelessPrefix:
         o._items = np.frombuffer(data, dtype="<u8", count=n, offset=p).astype(np.uint64)
         p += 8 * n
         o._seeds = np.frombuffer(data, dtype="<u4", count=n, offset=p).astype(np.uint32)
+        p += 4 * n
+        o.upgraded = v1
+        o._low = low_masks(o._seeds) if v1 else \
+            np.frombuffer(data, dtype="<u8", count=n, offset=p).astype(np.uint64)
         o._q_items, o._q_seeds = [], []
         return o

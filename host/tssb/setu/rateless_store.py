@@ -107,10 +107,11 @@ class RatelessStoreSet:
             self.prefix.flush()
             if self.prefix.m < prefix_length(len(self.prefix)):
                 self.prefix.extend(prefix_length(len(self.prefix)))
-            if keys or not self.loaded:
+            if keys or not self.loaded or self.prefix.upgraded:
                 self.db.execute("INSERT OR REPLACE INTO setu_rl_state VALUES (1, ?)",
                                 (self.prefix.to_bytes(),))
                 self.loaded = True
+                self.prefix.upgraded = False
         self._recv.clear()
         return len(keys)
 
@@ -166,6 +167,11 @@ class RatelessStoreSet:
         return any(element_hash(ELEMENT_TYPE, e) == ehash
                    for e in self.rateless_elements(element_key(ehash)))
 
+    def outstanding(self):
+        """Received elements not (yet) in the store: waiting for their predecessors, or
+        dropped (a chunk whose hash did not match)."""
+        return self._writer.unverified + self._writer.bad_chunks
+
     def add(self, data, ehash=None):
         """A received (checked) element: written to the store in order; indexed on refresh."""
         if ehash is None:
@@ -211,5 +217,7 @@ class StoreSets:
             self.used.refresh()
 
     def release(self):
+        """The sync is over: give back the unverified charge and let go of the set."""
         if self._source is not None:
             self._source.release()
+        self.used = self._source = None

@@ -1,4 +1,6 @@
 """Scenario files: TOML (tomllib), validated into a plain dict with every default filled.
+Files are outside input: at most MAX_FILE_BYTES, nested at most MAX_DEPTH deep, no NaN or
+infinite numbers (tssb.safeparse); anything else is one ScenarioError line.
 
     name = "demo"
     seed = 1
@@ -43,13 +45,16 @@
                                   # grown by this on every side, unless
     # area = [x0, y0, x1, y1]     # is given (it must hold the movers' start positions)
 """
-import tomllib
+import math
 
+from tssb.safeparse import InputError, toml_loads
 from tssb.sim import mobility, phy, topology
 from tssb.sim.errors import ScenarioError
 from tssbfw import regions
 
 MAX_DURATION_S = 7 * 24 * 3600  # a week of virtual time bounds the event loop
+MAX_FILE_BYTES = 1 << 20        # a scenario with 100 positions is ~3 KB
+MAX_DEPTH = 4                   # tables hold lists of [x, y] pairs at most
 MAX_POSTS = 10000               # posts per scenario (memory of the per-entry records)
 MAX_POST_BYTES = 10000          # 100 chunks; deployed readers fetch up to 100 KB chains
 MAX_SPEED_MPS = 100.0           # faster than any road vehicle a board rides on
@@ -75,11 +80,13 @@ def load(path):
     """
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read(MAX_FILE_BYTES + 1)
     except OSError as e:
-        raise ScenarioError("cannot read: %s" % e.strerror, str(path))
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError("bad TOML: %s" % e, str(path))
+        raise ScenarioError("cannot read: %s" % (e.strerror or e), str(path))
+    try:
+        data = toml_loads(raw, MAX_FILE_BYTES, MAX_DEPTH, "scenario")
+    except InputError as e:
+        raise ScenarioError(str(e), str(path))
     if not data:   # an empty file would silently run every default
         raise ScenarioError("empty scenario (the keys are in docs/sim.md)", str(path))
     return from_dict(data)
@@ -192,7 +199,7 @@ def _radio(r):
         if v is None:
             out[k] = None
             continue
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
             raise ScenarioError("must be a number", "radio." + k)
         out[k] = float(v)
     if not 0.0 <= out["loss"] <= 1.0:

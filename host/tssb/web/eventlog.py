@@ -5,17 +5,20 @@ sync_start / sync_done lines, a `tssb bridge` in another process its board's rx 
 drop lines. The follower starts with the last BACKLOG_BYTES (recent syncs and the last
 hour's airtime), then reads what is appended. A file replaced (rotation) or cut shorter
 is read again from its start. Lines are untrusted text: anything that is not one JSON
-object of at most MAX_LINE bytes is skipped and counted.
+object of at most MAX_LINE bytes (nested at most MAX_DEPTH deep) is skipped and counted,
+and so is a line whose handling fails in any way: no line stops the follower.
 """
-import json
 import logging
 import os
+
+from tssb.safeparse import InputError, json_loads
 
 log = logging.getLogger("tssb.web")
 
 BACKLOG_BYTES = 256 * 1024   # read at start: ~1500 lines
 READ_MAX = 256 * 1024        # read per poll at most (a burst is caught up over polls)
 MAX_LINE = 16 * 1024         # longer lines are skipped (schema lines are < 1 KiB)
+MAX_DEPTH = 8                # event objects are flat; a few levels for future fields
 POLL_S = 0.25
 
 
@@ -82,8 +85,8 @@ class Follower:
             self.bad += 1
             return
         try:
-            rec = json.loads(line)
-        except ValueError:
+            rec = json_loads(line, MAX_LINE, MAX_DEPTH, "event line")
+        except InputError:
             self.bad += 1
             return
         if not isinstance(rec, dict) or not isinstance(rec.get("event"), str):
@@ -91,7 +94,7 @@ class Follower:
             return
         try:
             self.on_event(rec)
-        except (TypeError, ValueError, KeyError, AttributeError) as e:
-            # a line of the right shape with fields of the wrong type
+        except Exception as e:    # noqa: BLE001 (a line of the right shape with fields
+            # of the wrong type, or worse: the follower must outlive any line)
             self.bad += 1
-            log.debug("event line skipped: %s", e)
+            log.debug("event line skipped: %s: %s", type(e).__name__, e)

@@ -34,7 +34,9 @@ import secrets
 
 from aiohttp import WSMsgType, web
 
+from tssb import ownfeed
 from tssb.chat import appmsg, box, inbox as inboxmod
+from tssb.safeparse import InputError, json_loads
 from tssb.web import feeds as feedsmod
 
 log = logging.getLogger("tssb.web")
@@ -45,6 +47,7 @@ TOKEN_COOKIE = "tssb_web_token"
 CSRF_HEADER = "X-CSRF-Token"
 
 MAX_BODY = 16 * 1024          # a post request: the text and a little JSON
+MAX_BODY_DEPTH = 4            # {"text": "..."}: anything nested deeper is not ours
 # Longest post from the form: 2048 bytes is 21 side-chain chunks, ~4.3 s of airtime at
 # SF7/125 kHz, an eighth of an EU868 board's hourly 1 % budget (tssbfw.regions).
 MAX_POST_BYTES = 2048
@@ -132,6 +135,10 @@ def make_app(view, guard):
                 resp = await handler(request)
             except web.HTTPException as e:      # unknown route or method
                 resp = _error(e.status, e.reason)
+            except Exception:                   # a bug of ours: still with the headers
+                log.exception("internal error answering %s %s", request.method,
+                              request.path)
+                resp = _error(500, "internal error")
         if resp.prepared:      # a WebSocket: its headers are gone already
             return resp
         h = resp.headers
@@ -184,11 +191,11 @@ def make_app(view, guard):
         if request.content_type != "application/json":
             return None, _error(415, "send JSON")
         try:
-            data = json.loads(await request.read())
+            data = json_loads(await request.read(), MAX_BODY, MAX_BODY_DEPTH, "JSON")
         except web.HTTPRequestEntityTooLarge:
             return None, _error(413, "request too large")
-        except (ValueError, UnicodeError):
-            return None, _error(400, "not JSON")
+        except InputError as e:
+            return None, _error(400, str(e))
         text = data.get("text") if isinstance(data, dict) else None
         if not isinstance(text, str):
             return None, _error(400, "text missing")
@@ -208,6 +215,8 @@ def make_app(view, guard):
             return text
         try:
             seq = view.post(appmsg.tav(text))
+        except ownfeed.FeedBehind as e:
+            return _error(409, "refused: %s" % e)
         except (ValueError, OSError) as e:
             return _error(500, "cannot post: %s" % e)
         return web.json_response({"fid": view.own_fid(), "seq": seq})
@@ -229,6 +238,8 @@ def make_app(view, guard):
             seq, key = view.dm(text, keys)
         except box.BoxError as e:
             return _error(400, str(e))
+        except ownfeed.FeedBehind as e:
+            return _error(409, "refused: %s" % e)
         except (ValueError, OSError) as e:
             return _error(500, "cannot send: %s" % e)
         return web.json_response({"fid": view.own_fid(), "seq": seq, "chat": key})
@@ -237,11 +248,11 @@ def make_app(view, guard):
         if not guard.csrf_ok(request):
             return _error(403, "cross-site request refused")
         try:
-            data = json.loads(await request.read())
+            data = json_loads(await request.read(), MAX_BODY, MAX_BODY_DEPTH, "JSON")
         except web.HTTPRequestEntityTooLarge:
             return _error(413, "request too large")
-        except (ValueError, UnicodeError):
-            return _error(400, "not JSON")
+        except InputError as e:
+            return _error(400, str(e))
         key = data.get("key") if isinstance(data, dict) else None
         limit = data.get("limit", feedsmod.PAGE_DEFAULT) if isinstance(data, dict) else None
         if not isinstance(key, str) or not _is_chat_key(key) or \
