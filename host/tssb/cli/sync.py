@@ -161,9 +161,11 @@ def run(args):
         print(json.dumps(dict(res, peer=args.peer, peer_key=peer_key.hex(),
                               forks=[{"feed": f.hex(), "seq": q} for f, q in forks])))
     if outstanding:
+        why = ("they wait there for entries it lacks, or were dropped; run the sync again"
+               if not forks else "the fork above is one: the peer keeps it as evidence and "
+               "never stores a second entry for a seq")
         raise CliError("sync with %s incomplete: the peer has not stored %d of the %d elements "
-                       "we sent (they wait there for entries it lacks, or were dropped); run "
-                       "the sync again" % (args.peer, outstanding, res["elements_sent"]),
+                       "we sent (%s)" % (args.peer, outstanding, res["elements_sent"], why),
                        EXIT_FAILURE)
     if args.json:
         return 0
