@@ -1104,6 +1104,8 @@ class RatelessMachine:
         self._send_elements(f, dec.local_keys)
         self._want(f, dec.remote_keys)
         f.add(SEC_RESIDUAL, pack_residual(0, residual))
+        self._sent_symbols += k1     # the residual is our first k1 symbols (as differences):
+                                     # I's elements may come from its decode
         self._symbols(f, k1, m)
         self._stream_end = m
         self.state = R_WAIT_F3
