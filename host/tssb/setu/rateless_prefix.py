@@ -333,6 +333,7 @@ class RatelessPrefix:
         return k
 
     def _ahead(self):
+        """From AHEAD_KEYS keys on, keep the symbols computed up to AHEAD_SYMBOLS."""
         if len(self._items) >= AHEAD_KEYS:
             self._compute(AHEAD_SYMBOLS)
 
