@@ -7,6 +7,10 @@ Infinity, numbers too large for a float) are refused. Every failure is one `Inpu
 
     from tssb.safeparse import InputError, json_loads, toml_loads
     rec = json_loads(line, max_bytes=16384)        # raises InputError
+
+Event-log lines (the JSONL schema of tinyssb.eventlog, written by our hosts and boards and
+read by `tssb web`, `tssb logs`, the bridge and the delivery recorder) have their own
+bounds: `event_record(line)`; `Lines` splits a byte stream into lines of bounded length.
 """
 import json
 import math
@@ -14,6 +18,8 @@ import re
 
 MAX_DEPTH = 32           # nesting of arrays/objects/tables: our formats need 4 at most
 MAX_BYTES = 1 << 20      # default size bound of one document
+EVENT_LINE_MAX = 16 * 1024   # bytes of one event line (the schema's lines are < 1 KiB)
+EVENT_DEPTH = 8              # event objects are flat; a few levels for future fields
 
 # Strings are skipped whole (brackets inside them do not nest); an unterminated one only
 # makes the count too high, and the parser refuses such a document anyway.
@@ -78,7 +84,7 @@ def json_loads(data, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, what="JSON"):
     try:
         return json.loads(text, parse_float=_finite, parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:
-        raise InputError("not %s: %s" % (what, _one_line(e)))
+        raise InputError("not %s: %s" % (what, one_line(e)))
 
 
 def toml_loads(data, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, what="TOML"):
@@ -95,9 +101,60 @@ def toml_loads(data, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, what="TOML"):
     try:
         return tomllib.loads(text, parse_float=_finite)
     except (ValueError, RecursionError) as e:     # TOMLDecodeError is a ValueError
-        raise InputError("bad %s: %s" % (what, _one_line(e)))
+        raise InputError("bad %s: %s" % (what, one_line(e)))
 
 
-def _one_line(e):
+def one_line(e):
+    """An exception's text on one line of at most 200 characters."""
     text = " ".join(str(e).split()) or type(e).__name__
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def event_record(line, what="event line"):
+    """The object of one event-log line (str or UTF-8 bytes): a JSON object whose "event"
+    is a string, of at most EVENT_LINE_MAX bytes, nested at most EVENT_DEPTH deep.
+
+    Raises:
+        InputError: anything else (one line saying why).
+    """
+    rec = json_loads(line, EVENT_LINE_MAX, EVENT_DEPTH, what)
+    if not isinstance(rec, dict):
+        raise InputError("%s is not a JSON object" % what)
+    if not isinstance(rec.get("event"), str):
+        raise InputError("%s has no \"event\" name" % what)
+    return rec
+
+
+class Lines:
+    """Splits a byte stream into its lines (without the newline; blank ones left out),
+    holding at most `max_len` bytes of a line: `feed(data)` returns the lines completed,
+    a longer line as None (once), its bytes dropped as they come.
+
+    Args:
+        max_len: longest line kept.
+        cut: True when the stream starts inside a line (read from an offset): that first
+            piece is dropped.
+    """
+
+    def __init__(self, max_len=EVENT_LINE_MAX, cut=False):
+        self.max_len = max_len
+        self.partial = b""
+        self.skipping = cut      # dropping the rest of a line up to its newline
+
+    def feed(self, data):
+        parts = (self.partial + data).split(b"\n")
+        self.partial = parts.pop()
+        out = []
+        for p in parts:
+            if self.skipping:
+                self.skipping = False
+            elif len(p) > self.max_len:
+                out.append(None)
+            elif p.strip():
+                out.append(p)
+        if len(self.partial) > self.max_len:
+            if not self.skipping:
+                out.append(None)
+            self.partial = b""
+            self.skipping = True
+        return out

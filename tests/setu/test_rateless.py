@@ -61,6 +61,17 @@ def test_union_property(common, a_only, b_only, seed):
     assert a.stats["profile"] == "rateless" and b.stats["profile"] == "rateless"
 
 
+def test_elements_the_initiator_finds_from_the_residual_alone_are_taken():
+    """A small one-sided difference: R answers with the residual of the first flight and
+    no stream, I's own-key search finds its 18 elements, and R took them as more than a
+    decode of what it sent could yield (2 x 0 streamed symbols + 16): `too many
+    elements` (found by test_union_property). The residual counts as k1 symbols sent."""
+    A, B = make_sets(78, 18, 0, seed=0)
+    a, b = rl_sync(A, B)
+    assert_union(A, B, a, b)
+    assert b.stats["symbols_sent"] == 0 and b.stats["elements_recv"] == 18
+
+
 @pytest.mark.parametrize("placement", [make_sets, _spread_sets])
 @pytest.mark.parametrize("shape", [(0, 0, 0), (50, 0, 0), (0, 7, 0), (0, 0, 7), (200, 1, 0),
                                    (200, 0, 1), (500, 5, 5), (400, 60, 0), (400, 0, 60),

@@ -26,11 +26,14 @@ import tempfile
 
 from tinyssb import link
 
+from tssb.safeparse import InputError, json_loads, one_line
+
 log = logging.getLogger("tssb.bridge")
 
 SOCKET_NAME = "bridge.sock"
 MAX_PATH = 100           # sun_path holds 108 bytes on Linux, 104 on the BSDs
 MAX_LINE = 8192          # a request or answer: one link body (1 KB) with JSON around it
+MAX_DEPTH = 8            # a request: a list of a request's arguments (a settings object)
 CONNECT_S = 1.0
 MARGIN_S = 2.0           # the client waits this much longer than the board's timeout
 
@@ -52,7 +55,11 @@ def frame_maker(req):
     if not isinstance(req, list) or not req or req[0] not in REQUESTS:
         raise ValueError("bad request %r" % (req,))
     make, args = REQUESTS[req[0]], req[1:]
-    make(0, *args)            # raises here (TypeError, LinkError) if the arguments are bad
+    try:
+        make(0, *args)        # the arguments are checked by making the frame once
+    except Exception as e:    # noqa: BLE001 (arguments of any type: LinkError, TypeError,
+        # AttributeError, ...)
+        raise ValueError("bad arguments of %s: %s" % (req[0], one_line(e)))
     return lambda rid: make(rid, *args)
 
 
@@ -126,12 +133,18 @@ class ControlServer:
         sl = self.serial_link
         port = sl.port
         try:
-            msg = json.loads(line)
-            make = frame_maker(msg["req"])
-            timeout = float(msg.get("timeout", 3.0))
+            msg = json_loads(line, MAX_LINE, MAX_DEPTH, "request")
+            if not isinstance(msg, dict):
+                raise ValueError("not an object")
+            make = frame_maker(msg.get("req"))
+            timeout = msg.get("timeout", 3.0)
             wanted = msg.get("port")
-        except (ValueError, TypeError, KeyError, link.LinkError) as e:
-            return {"fail": "bad request: %s" % e, "port": port}
+            if type(timeout) not in (int, float) or not timeout >= 0:
+                raise ValueError("timeout must be a number of seconds")
+            if wanted is not None and not isinstance(wanted, str):
+                raise ValueError("port must be text or null")
+        except ValueError as e:
+            return {"fail": "bad request: %s" % one_line(e), "port": port}
         if wanted and port and not _same_port(wanted, port):
             return {"other": port}
         if not sl.connected:
@@ -190,8 +203,8 @@ def request(home, req, port=None, timeout=3.0):
     finally:
         s.close()
     try:
-        answer = json.loads(data)
-    except ValueError:
+        answer = json_loads(data, MAX_LINE, what="answer")
+    except InputError:
         raise OSError("the bridge at %s gave no answer" % path)
     if not isinstance(answer, dict):
         raise OSError("the bridge at %s gave no answer" % path)

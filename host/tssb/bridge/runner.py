@@ -11,6 +11,7 @@ from tssb.bridge.control import ControlServer
 from tssb.bridge.hostnode import HostNode
 from tssb.bridge.serial_link import BAUD, BoardPort, SerialLink, open_no_reset
 from tssb.chat.service import Service
+from tssb.safeparse import InputError, event_record
 
 STATUS_EVERY_S = 10.0
 # A board running the firmware answers the host's HELLO at once (one turn of its host
@@ -25,9 +26,11 @@ SYNCED_TS_MS = 946684800000
 class EventSink:
     """Appends board event lines (JSONL, shared schema) to the host's event file.
 
-    A line that is not a JSON object with an "event" field is counted and dropped, so a
-    confused board cannot write garbage into the log the Spark ingest reads. Lines from a
-    board whose clock was not yet set (no "ts", or uptime-only) are stamped with `clock`.
+    A line that is not one event object (tssb.safeparse.event_record: a JSON object with
+    an "event" name, bounded in size and nesting) is counted and dropped, so a confused
+    board cannot write garbage into the log the Spark ingest reads nor stop the bridge.
+    Lines from a board whose clock was not yet set (no "ts", or uptime-only) are stamped
+    with `clock`.
     """
 
     def __init__(self, target, clock=None):
@@ -42,15 +45,12 @@ class EventSink:
 
     def __call__(self, line):
         try:
-            rec = json.loads(line)
-            ok = isinstance(rec, dict) and "event" in rec
-        except ValueError:
-            ok = False
-        if not ok:
+            rec = event_record(line)
+        except InputError:
             self.bad += 1
             return
         ts = rec.get("ts")
-        if not isinstance(ts, int) or ts < SYNCED_TS_MS:
+        if type(ts) is not int or ts < SYNCED_TS_MS:
             rec["ts"] = int(self.clock())
             line = json.dumps(rec)
         if self._write_line is not None:

@@ -23,11 +23,13 @@ any process on the home. A WANT names what its sender holds by asking for the ne
 The Recorder is the one place that turns packets into these observations; when the node
 reports typed events it reads those instead.
 """
-import json
 import time
+
+from tinyssb.vectors import MAX_SEQ
 
 from tssb.chat import appmsg
 from tssb.chat.inbox import SCAN_PER_ROUND
+from tssb.safeparse import InputError, event_record
 
 STORED = "stored"
 BOARD = "board"
@@ -95,13 +97,15 @@ class Recorder:
             self.saw(str(src)[:SRC_MAX], front)
 
     def board_line(self, line):
-        """A board event line (JSON text or dict): its `append` of our feed."""
+        """A board event line (JSON text or dict): its `append` of our feed. Anything
+        else, whatever its shape, is ignored."""
         try:
-            rec = json.loads(line) if isinstance(line, (str, bytes)) else line
-        except ValueError:
+            rec = event_record(line) if isinstance(line, (str, bytes)) else line
+        except InputError:
             return
         if isinstance(rec, dict) and rec.get("event") == "append" and \
-                rec.get("feed") == self.own_hex and isinstance(rec.get("seq"), int):
+                rec.get("feed") == self.own_hex and type(rec.get("seq")) is int and \
+                1 <= rec["seq"] <= MAX_SEQ:
             self.saw(SRC_BOARD, rec["seq"])
 
     def tee(self, sink):

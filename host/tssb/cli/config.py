@@ -7,6 +7,7 @@ import sys
 
 from tssb.cli import EXIT_FAILURE, CliError, _board as board, open_home
 from tssb.cli.post import BOARD_PLAN_CONFIG
+from tssb.safeparse import InputError, json_loads
 
 log = logging.getLogger("tssb.cli")
 
@@ -26,6 +27,7 @@ MEANING = {
 NOT_IMPORTED = ("board",)
 EXPORT_FORMAT = "tssb-board-config"   # the "format" field of an exported file
 MAX_FILE = 64 * 1024                  # a config file is well under 1 KB
+MAX_DEPTH = 4                         # an export: {"settings": {key: value}}, values flat
 
 
 def keys():
@@ -82,8 +84,8 @@ def register(subparsers):
 def parse_value(key, text):
     """VALUE as the firmware's config.check wants it. Raises: CliError (usage)."""
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = json_loads(text, MAX_FILE, MAX_DEPTH, "VALUE")
+    except InputError:      # text (or JSON we do not take: nested, NaN; check refuses it)
         value = text
     return checked(key, value)
 
@@ -185,13 +187,14 @@ def read_export(path):
     except (OSError, UnicodeError) as e:
         raise CliError("cannot read %s: %s" % (path, getattr(e, "strerror", None) or e),
                        EXIT_FAILURE)
+    not_export = "%s is not a board config export (from `tssb config export`)" % path
     try:
-        doc = json.loads(text) if len(text) <= MAX_FILE else None
-    except ValueError:
-        doc = None
+        doc = json_loads(text, MAX_FILE, MAX_DEPTH, "JSON")
+    except InputError as e:
+        raise CliError("%s: %s" % (not_export, e))
     if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT or \
             not isinstance(doc.get("settings"), dict):
-        raise CliError("%s is not a board config export (from `tssb config export`)" % path)
+        raise CliError(not_export)
     out = {}
     for k, v in doc["settings"].items():
         if k not in NOT_IMPORTED:

@@ -49,8 +49,8 @@ from . import constants as C
 from . import messages as M
 from .errors import SetuError
 from .profiles import element_hash
-from .rateless_prefix import (CODEC, KEY_LEN, LOW_INDICES, SYMBOL_SIZE, candidate_pairs,
-                              element_key)
+from .rateless_prefix import (AHEAD_SYMBOLS, CODEC, KEY_LEN, LOW_INDICES, SYMBOL_SIZE,
+                              candidate_pairs, element_key)
 
 # Sections of an RL message.
 SEC_SYMBOLS = 1       # varint start || symbols
@@ -104,7 +104,8 @@ STREAM_RISE = (100, 1000) # A stream of m symbols (first flight included) passes
 STREAM_EXTRA = 8
 DEFAULT_PREFIX = 16384    # symbols kept per set at least (probes reach 8 x d = 2000); extended on demand
 PREFIX_PER_ELEMENTS = 8   # ... and one per 8 elements (probes must reach beyond 2 d)
-MAX_RL_SYMBOLS = 1 << 20  # most symbols one operation streams or accepts
+MAX_RL_SYMBOLS = AHEAD_SYMBOLS   # most symbols one operation streams or accepts (2^20; a
+                          # large set keeps them computed: a MORE up to them is free)
 MAX_MORE_ROUNDS = 4       # undershoot recoveries before giving up (NEVER_DECODES)
 NEVER_DECODES = "symbols never decode"   # the reason `tssb sync` answers with tssb2
 SEARCH_MAX_TESTS = 1 << 22    # checksum tests per operation's own-key searches (~0.6 us each
@@ -1103,6 +1104,8 @@ class RatelessMachine:
         self._send_elements(f, dec.local_keys)
         self._want(f, dec.remote_keys)
         f.add(SEC_RESIDUAL, pack_residual(0, residual))
+        self._sent_symbols += k1     # the residual is our first k1 symbols (as differences):
+                                     # I's elements may come from its decode
         self._symbols(f, k1, m)
         self._stream_end = m
         self.state = R_WAIT_F3

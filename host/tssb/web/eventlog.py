@@ -4,21 +4,20 @@ Other processes on the same home write there: `tssb sync` / `tssb serve` their
 sync_start / sync_done lines, a `tssb bridge` in another process its board's rx / tx /
 drop lines. The follower starts with the last BACKLOG_BYTES (recent syncs and the last
 hour's airtime), then reads what is appended. A file replaced (rotation) or cut shorter
-is read again from its start. Lines are untrusted text: anything that is not one JSON
-object of at most MAX_LINE bytes (nested at most MAX_DEPTH deep) is skipped and counted,
-and so is a line whose handling fails in any way: no line stops the follower.
+is read again from its start. Lines are untrusted text: anything that is not one event
+object (tssb.safeparse.event_record: at most MAX_LINE bytes, nested a few levels at most)
+is skipped and counted, and so is a line whose handling fails in any way: no line stops
+the follower.
 """
 import logging
 import os
 
-from tssb.safeparse import InputError, json_loads
+from tssb.safeparse import EVENT_LINE_MAX as MAX_LINE, InputError, Lines, event_record
 
 log = logging.getLogger("tssb.web")
 
 BACKLOG_BYTES = 256 * 1024   # read at start: ~1500 lines
 READ_MAX = 256 * 1024        # read per poll at most (a burst is caught up over polls)
-MAX_LINE = 16 * 1024         # longer lines are skipped (schema lines are < 1 KiB)
-MAX_DEPTH = 8                # event objects are flat; a few levels for future fields
 POLL_S = 0.25
 
 
@@ -33,8 +32,7 @@ class Follower:
         self.on_event = on_event
         self.pos = None      # None: not opened yet
         self.ino = None
-        self.partial = b""
-        self.skipping = False   # inside an overlong line: drop up to its newline
+        self.split = Lines(MAX_LINE)
         self.bad = 0
         self.lines = 0
 
@@ -48,8 +46,7 @@ class Follower:
             first = self.pos is None
             self.ino = st.st_ino
             self.pos = max(0, st.st_size - BACKLOG_BYTES) if first else 0
-            self.partial = b""
-            self.skipping = self.pos > 0     # the first line read may be cut
+            self.split = Lines(MAX_LINE, cut=self.pos > 0)   # the first line may be cut
         if st.st_size == self.pos:
             return 0
         try:
@@ -60,36 +57,18 @@ class Follower:
             return 0
         self.pos += len(data)
         n = 0
-        for line in self._lines(data):
+        for line in self.split.feed(data):
             n += 1
             self._handle(line)
         return n
 
-    def _lines(self, data):
-        parts = (self.partial + data).split(b"\n")
-        self.partial = parts.pop()
-        for p in parts:
-            if self.skipping:
-                self.skipping = False
-                continue
-            if p.strip():
-                yield p
-        if len(self.partial) > MAX_LINE:
-            self.partial = b""
-            self.skipping = True
-            self.bad += 1
-
     def _handle(self, line):
         self.lines += 1
-        if len(line) > MAX_LINE:
-            self.bad += 1
-            return
         try:
-            rec = json_loads(line, MAX_LINE, MAX_DEPTH, "event line")
-        except InputError:
-            self.bad += 1
-            return
-        if not isinstance(rec, dict) or not isinstance(rec.get("event"), str):
+            rec = event_record(line) if line is not None else None   # None: over-long
+        except InputError:        # not one event object, nested
+            rec = None
+        if rec is None:
             self.bad += 1
             return
         try:
