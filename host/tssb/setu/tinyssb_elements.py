@@ -105,6 +105,7 @@ class StoreSource:
         self.unverified = 0   # received elements not (yet) in the store
         self.bad_chunks = 0
         self.forks = 0        # forks found (tssb.feedforks)
+        self._forked = set()  # (fid, seq) where a second entry arrived: its chunks are done
         self._loading = False
         self.eset.on_add.append(self._on_add)
 
@@ -173,6 +174,9 @@ class StoreSource:
         with begin():
             if len(data) == CHUNK_ELEMENT_SIZE:
                 fid, seq, cnr, chunk = split_chunk_element(data)
+                if (fid, seq) in self._forked:
+                    self._stored()      # of the other entry at a forked seq: never stored
+                    return
                 self._pchunks[(fid, seq, cnr)] = chunk
                 self._flush_chunks(fid, seq)
                 return
@@ -180,9 +184,15 @@ class StoreSource:
             if hasattr(self.store, "add_fork") and self.store.has_feed(fid) and \
                     seq <= self.store.front(fid)[0]:
                 # a second signed entry for a seq we hold: the feed forked; the pair is
-                # kept as proof (it can never join the linear log)
+                # kept as proof (it can never join the linear log), and the entry's chunks
+                # are done with as they come: nothing is outstanding that never can be stored
                 if feedforks.note(self.store, fid, seq, prev, pkt):
                     self.forks += 1
+                if bytes(self.store.entry(fid, seq)) != bytes(pkt):
+                    self._forked.add((fid, seq))
+                    for k in [k for k in self._pchunks if k[:2] == (fid, seq)]:
+                        del self._pchunks[k]
+                        self._stored()
                 self._stored()
                 return
             self._pending[(fid, seq)] = data
