@@ -97,6 +97,104 @@ def test_post_while_bridge_runs_reaches_the_board(tmp_path):
         dev.stop()
 
 
+def _copy_feed(src_home, dst_home, fid):
+    """What a sync in another process does: dst's store gets src's new entries of fid."""
+    s, d = Context.open(src_home), Context.open(dst_home)
+    try:
+        d.store.add_feed(fid)
+        for q in range(d.store.front(fid)[0] + 1, s.store.front(fid)[0] + 1):
+            d.store.append(fid, q, s.store.entry(fid, q), s.store.mid(fid, q))
+            for c in range(s.store.chunk_count(fid, q)):
+                d.store.put_chunk(fid, q, c, s.store.chunk(fid, q, c))
+    finally:
+        s.close()
+        d.close()
+
+
+def _own_posts(home):
+    """[(kind, tag)] of the home's own feed's posts, opened with its key, and their MIDs."""
+    from tssb import posts
+    from tssb.chat import box
+    ctx = Context.open(home)
+    try:
+        me, keys = ctx.identity.public, box.Keys(ctx.identity.secret_key)
+        got = [posts.read(ctx.store, me, s, keys) for s in range(1, ctx.store.front(me)[0] + 1)]
+        return [(p.kind, p.tag) for p in got], [p.mid for p in got]
+    finally:
+        ctx.close()
+
+
+def test_dm_name_and_receipts_from_other_processes_while_the_bridge_posts(tmp_path):
+    """While `tssb bridge` runs, other processes write to its home's own feed (`tssb dm`,
+    `tssb name`, the read receipts of `tssb read`) and the bridge writes there itself (the
+    delivered receipts it owes): every write is taken, the feed does not fork, and the
+    board gets all of it, entry for entry."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    for home in (a, b):
+        assert cli("id", "--home", home)[0] == 0
+    assert cli("name", "Bea", "--home", b)[0] == 0
+    ca, cb = Context.open(a), Context.open(b)
+    fa, fb = ca.identity.public, cb.identity.public
+    ca.close()
+    cb.close()
+    _copy_feed(b, a, fb)                  # A knows Bea (her IAM)
+    dev = Device(Identity.generate())
+    dev.link.node.follow(fa)
+    dev.start()
+    bridge = spawn("bridge", "--port", dev.port_name, "--home", a, "--duration", 60)
+    try:
+        wait_line(bridge, "connected")
+        # Bea's message arrives (a sync in another process): the bridge owes it a DLV and
+        # writes it within a round, while `tssb dm` and `tssb name` write beside it
+        assert cli("dm", fa.hex(), "are you there?", "--home", b)[0] == 0
+        _copy_feed(b, a, fb)
+        for argv in (("dm", "Bea", "yes, here"), ("name", "Alice")):
+            code, out, err = cli(*argv, "--home", a)
+            assert code == 0, (argv, out, err)
+        assert wait_for(lambda: ("receipt", "DLV") in _own_posts(a)[0], 20), _own_posts(a)
+        # reading the chat in another process sends its ACK
+        code, out, err = cli("read", "--chat", "Bea", "--home", a)
+        assert code == 0 and "are you there?" in out, (out, err)
+        # Bea's second message: the bridge's next DLV goes on top of all of that
+        assert cli("dm", fa.hex(), "good", "--home", b)[0] == 0
+        _copy_feed(b, a, fb)
+        assert wait_for(lambda: _own_posts(a)[0].count(("receipt", "DLV")) == 2, 20), \
+            _own_posts(a)
+        kinds, mids = _own_posts(a)
+        assert sorted(kinds) == sorted([("text", "TAV"), ("name", "IAM"), ("receipt", "DLV"),
+                                        ("receipt", "ACK"), ("receipt", "DLV")]), kinds
+        # the board holds the same entries (no second entry for any seq) and every chunk
+        def board_has_all():
+            st = dev.store
+            return st.has_feed(fa) and st.front(fa)[0] == len(mids) and all(
+                st.chunk_count(fa, q + 1) == len(_chain(a, fa, q + 1)) for q in range(len(mids)))
+        assert wait_for(board_has_all, 30), "the board never got the whole feed"
+        assert [bytes(dev.store.entry(fa, q)) for q in range(1, len(mids) + 1)] == \
+            _entries(a, fa)
+    finally:
+        stop(bridge)
+        dev.stop()
+    log = bridge.stderr.read().decode()
+    # nothing refused: no write of the bridge failed ("chat upkeep: append out of order")
+    assert not [l for l in log.splitlines() if " WARNING " in l or " ERROR " in l], log
+
+
+def _entries(home, fid):
+    ctx = Context.open(home)
+    try:
+        return [bytes(ctx.store.entry(fid, q)) for q in range(1, ctx.store.front(fid)[0] + 1)]
+    finally:
+        ctx.close()
+
+
+def _chain(home, fid, seq):
+    ctx = Context.open(home)
+    try:
+        return [ctx.store.chunk(fid, seq, c) for c in range(ctx.store.chunk_count(fid, seq))]
+    finally:
+        ctx.close()
+
+
 def test_bridge_node_takes_up_what_another_connection_stored(tmp_path):
     """The host node of a bridge (tssb.bridge.hostnode) rereads a feed that another
     connection to its store extended: entries, side-chain chunks, and a race in which the
