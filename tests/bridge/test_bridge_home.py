@@ -71,6 +71,22 @@ def wait_for(cond, limit_s):
     return cond()
 
 
+@contextlib.contextmanager
+def bridged(home, fid):
+    """`tssb bridge` on `home` in a process of its own, its port a board stand-in that
+    follows feed `fid`; yields (the board, the bridge process) once it is connected."""
+    dev = Device(Identity.generate())
+    dev.link.node.follow(fid)
+    dev.start()
+    bridge = spawn("bridge", "--port", dev.port_name, "--home", home, "--duration", 60)
+    try:
+        wait_line(bridge, "connected")
+        yield dev, bridge
+    finally:
+        stop(bridge)
+        dev.stop()
+
+
 def test_post_while_bridge_runs_reaches_the_board(tmp_path):
     """`tssb post` in one process while `tssb bridge` runs in another: the bridge notices
     the entry in the store and the board gets it (on main it never did: the bridge's node
@@ -81,20 +97,12 @@ def test_post_while_bridge_runs_reaches_the_board(tmp_path):
     ctx = Context.open(home)
     host_fid = ctx.identity.public
     ctx.close()
-    dev = Device(Identity.generate())
-    dev.link.node.follow(host_fid)
-    dev.start()
-    bridge = spawn("bridge", "--port", dev.port_name, "--home", home, "--duration", 60)
-    try:
-        wait_line(bridge, "connected")
+    with bridged(home, host_fid) as (dev, _):
         assert wait_for(lambda: has_all(dev.store, host_fid, 1), 30), "bridge never served seq 1"
         code, out, err = cli("post", "--home", home, "while the bridge runs")
         assert code == 0 and "posted seq 2" in out, (out, err)
         assert wait_for(lambda: has_all(dev.store, host_fid, 2), 20), \
             "the board never got the entry posted beside the running bridge"
-    finally:
-        stop(bridge)
-        dev.stop()
 
 
 def _copy_feed(src_home, dst_home, fid):
@@ -111,17 +119,25 @@ def _copy_feed(src_home, dst_home, fid):
         d.close()
 
 
-def _own_posts(home):
-    """[(kind, tag)] of the home's own feed's posts, opened with its key, and their MIDs."""
+def _own_feed(home):
+    """[((kind, tag), entry, chunks)] of the home's own feed, its posts opened with its key."""
     from tssb import posts
     from tssb.chat import box
     ctx = Context.open(home)
     try:
-        me, keys = ctx.identity.public, box.Keys(ctx.identity.secret_key)
-        got = [posts.read(ctx.store, me, s, keys) for s in range(1, ctx.store.front(me)[0] + 1)]
-        return [(p.kind, p.tag) for p in got], [p.mid for p in got]
+        me, keys, st = ctx.identity.public, box.Keys(ctx.identity.secret_key), ctx.store
+        return [((p.kind, p.tag), bytes(st.entry(me, p.seq)), _chunks(st, me, p.seq))
+                for p in (posts.read(st, me, q, keys) for q in range(1, st.front(me)[0] + 1))]
     finally:
         ctx.close()
+
+
+def _chunks(store, fid, seq):
+    return [bytes(store.chunk(fid, seq, c)) for c in range(store.chunk_count(fid, seq))]
+
+
+def _kinds(home):
+    return [k for k, _, _ in _own_feed(home)]
 
 
 def test_dm_name_and_receipts_from_other_processes_while_the_bridge_posts(tmp_path):
@@ -138,12 +154,7 @@ def test_dm_name_and_receipts_from_other_processes_while_the_bridge_posts(tmp_pa
     ca.close()
     cb.close()
     _copy_feed(b, a, fb)                  # A knows Bea (her IAM)
-    dev = Device(Identity.generate())
-    dev.link.node.follow(fa)
-    dev.start()
-    bridge = spawn("bridge", "--port", dev.port_name, "--home", a, "--duration", 60)
-    try:
-        wait_line(bridge, "connected")
+    with bridged(a, fa) as (dev, bridge):
         # Bea's message arrives (a sync in another process): the bridge owes it a DLV and
         # writes it within a round, while `tssb dm` and `tssb name` write beside it
         assert cli("dm", fa.hex(), "are you there?", "--home", b)[0] == 0
@@ -151,48 +162,26 @@ def test_dm_name_and_receipts_from_other_processes_while_the_bridge_posts(tmp_pa
         for argv in (("dm", "Bea", "yes, here"), ("name", "Alice")):
             code, out, err = cli(*argv, "--home", a)
             assert code == 0, (argv, out, err)
-        assert wait_for(lambda: ("receipt", "DLV") in _own_posts(a)[0], 20), _own_posts(a)
+        dlv = ("receipt", "DLV")
+        assert wait_for(lambda: dlv in _kinds(a), 20), _kinds(a)
         # reading the chat in another process sends its ACK
         code, out, err = cli("read", "--chat", "Bea", "--home", a)
         assert code == 0 and "are you there?" in out, (out, err)
         # Bea's second message: the bridge's next DLV goes on top of all of that
         assert cli("dm", fa.hex(), "good", "--home", b)[0] == 0
         _copy_feed(b, a, fb)
-        assert wait_for(lambda: _own_posts(a)[0].count(("receipt", "DLV")) == 2, 20), \
-            _own_posts(a)
-        kinds, mids = _own_posts(a)
-        assert sorted(kinds) == sorted([("text", "TAV"), ("name", "IAM"), ("receipt", "DLV"),
-                                        ("receipt", "ACK"), ("receipt", "DLV")]), kinds
+        assert wait_for(lambda: _kinds(a).count(dlv) == 2, 20), _kinds(a)
+        feed = _own_feed(a)
+        assert sorted(k for k, _, _ in feed) == sorted([
+            ("text", "TAV"), ("name", "IAM"), dlv, ("receipt", "ACK"), dlv]), feed
         # the board holds the same entries (no second entry for any seq) and every chunk
-        def board_has_all():
-            st = dev.store
-            return st.has_feed(fa) and st.front(fa)[0] == len(mids) and all(
-                st.chunk_count(fa, q + 1) == len(_chain(a, fa, q + 1)) for q in range(len(mids)))
-        assert wait_for(board_has_all, 30), "the board never got the whole feed"
-        assert [bytes(dev.store.entry(fa, q)) for q in range(1, len(mids) + 1)] == \
-            _entries(a, fa)
-    finally:
-        stop(bridge)
-        dev.stop()
+        assert wait_for(lambda: dev.store.has_feed(fa) and [
+            (bytes(dev.store.entry(fa, q)), _chunks(dev.store, fa, q))
+            for q in range(1, dev.store.front(fa)[0] + 1)] == [(e, c) for _, e, c in feed],
+            30), "the board never got the whole feed"
     log = bridge.stderr.read().decode()
     # nothing refused: no write of the bridge failed ("chat upkeep: append out of order")
     assert not [l for l in log.splitlines() if " WARNING " in l or " ERROR " in l], log
-
-
-def _entries(home, fid):
-    ctx = Context.open(home)
-    try:
-        return [bytes(ctx.store.entry(fid, q)) for q in range(1, ctx.store.front(fid)[0] + 1)]
-    finally:
-        ctx.close()
-
-
-def _chain(home, fid, seq):
-    ctx = Context.open(home)
-    try:
-        return [ctx.store.chunk(fid, seq, c) for c in range(ctx.store.chunk_count(fid, seq))]
-    finally:
-        ctx.close()
 
 
 def test_bridge_node_takes_up_what_another_connection_stored(tmp_path):
