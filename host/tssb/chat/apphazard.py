@@ -23,8 +23,9 @@ length read over the following bytes is that short or negative. `hazard` runs th
 decoding on both byte sequences, exactly, and says what throws.
 
 Group messages: the app's page drops a private post one of whose members it has no contact
-for, and breaks its chat list for later ones (`W/prod/contacts.js:177`): `unheard`
-names the members the others probably do not know yet.
+for, and breaks its chat list for later ones (`W/prod/contacts.js:177`). It makes a contact
+of every key its GOSET takes in (`A/tssb/GOset.kt:235-256`): `unheard` names the members
+whose feed has probably not reached the mesh, since this home holds no entry of it.
 """
 from tinyssb import bipf, entry
 
@@ -148,10 +149,10 @@ def hazard(content):
 
 
 def unheard(store, me, members):
-    """Members of a group message (keys) whose feed this store holds no entry of: the
-    others' apps probably do not know them either, and the app's page drops a group post
+    """Members of a group message (keys) whose feed this store holds no entry of: it has
+    probably not reached the others' apps either, and the app's page drops a group post
     with a member it has no contact for. [] for a message to one other member (the
-    recipient knows us from the post itself) or to ourselves."""
+    recipient learns of us from the post itself) or to ourselves."""
     others = [bytes(m) for m in members if bytes(m) != bytes(me)]
     if len(others) < 2:
         return []
@@ -160,8 +161,8 @@ def unheard(store, me, members):
 
 def unheard_warning(unheard, names=None):
     """One line on `unheard` members (names: {fid: name} to show them by)."""
-    return ("this home holds no entry from %s: the other members' apps probably do not "
-            "know %s either, and the Android app drops a group message with a member it "
-            "does not know (docs/chat.md)"
+    return ("this home holds no entry from %s: %s probably not reached the other members' "
+            "apps either, and the Android app drops a group message with a member it does "
+            "not know (docs/chat.md)"
             % (", ".join(posts.author(m, names) for m in unheard),
-               "that feed" if len(unheard) == 1 else "those feeds"))
+               "that feed has" if len(unheard) == 1 else "those feeds have"))
