@@ -269,13 +269,23 @@ def decode(fid, seq, content, complete=True, length=None, keys=None):
         if isinstance(v, list) and len(v) == 5 and v[0] == DAG_TAG:
             return _dag(fid, seq, v, n)
         if isinstance(v, bytes) and len(content) > _MIN_BOX:
-            return _private(fid, seq, v, n, keys)
-    try:
-        text = str(content, "utf-8")
-    except UnicodeError:
+            p = _private(fid, seq, v, n, keys)
+            if p.private != SEALED or _utf8(content) is None:
+                return p
+            # UTF-8 throughout: an old raw text post that reads as a byte string (a
+            # box's random bytes never are), shown as the text it is
+    text = _utf8(content)
+    if text is None:
         return Post(fid, seq, BINARY, "%d bytes of binary content" % len(content),
                     length=n, have=n)
     return Post(fid, seq, TEXT, _clip(text), length=n, have=n)
+
+
+def _utf8(content):
+    try:
+        return str(content, "utf-8")
+    except UnicodeError:
+        return None
 
 
 def read(store, fid, seq, keys=None):

@@ -71,6 +71,22 @@ def wait_for(cond, limit_s):
     return cond()
 
 
+@contextlib.contextmanager
+def bridged(home, fid):
+    """`tssb bridge` on `home` in a process of its own, its port a board stand-in that
+    follows feed `fid`; yields (the board, the bridge process) once it is connected."""
+    dev = Device(Identity.generate())
+    dev.link.node.follow(fid)
+    dev.start()
+    bridge = spawn("bridge", "--port", dev.port_name, "--home", home, "--duration", 60)
+    try:
+        wait_line(bridge, "connected")
+        yield dev, bridge
+    finally:
+        stop(bridge)
+        dev.stop()
+
+
 def test_post_while_bridge_runs_reaches_the_board(tmp_path):
     """`tssb post` in one process while `tssb bridge` runs in another: the bridge notices
     the entry in the store and the board gets it (on main it never did: the bridge's node
@@ -81,20 +97,91 @@ def test_post_while_bridge_runs_reaches_the_board(tmp_path):
     ctx = Context.open(home)
     host_fid = ctx.identity.public
     ctx.close()
-    dev = Device(Identity.generate())
-    dev.link.node.follow(host_fid)
-    dev.start()
-    bridge = spawn("bridge", "--port", dev.port_name, "--home", home, "--duration", 60)
-    try:
-        wait_line(bridge, "connected")
+    with bridged(home, host_fid) as (dev, _):
         assert wait_for(lambda: has_all(dev.store, host_fid, 1), 30), "bridge never served seq 1"
         code, out, err = cli("post", "--home", home, "while the bridge runs")
         assert code == 0 and "posted seq 2" in out, (out, err)
         assert wait_for(lambda: has_all(dev.store, host_fid, 2), 20), \
             "the board never got the entry posted beside the running bridge"
+
+
+def _copy_feed(src_home, dst_home, fid):
+    """What a sync in another process does: dst's store gets src's new entries of fid."""
+    s, d = Context.open(src_home), Context.open(dst_home)
+    try:
+        d.store.add_feed(fid)
+        for q in range(d.store.front(fid)[0] + 1, s.store.front(fid)[0] + 1):
+            d.store.append(fid, q, s.store.entry(fid, q), s.store.mid(fid, q))
+            for c in range(s.store.chunk_count(fid, q)):
+                d.store.put_chunk(fid, q, c, s.store.chunk(fid, q, c))
     finally:
-        stop(bridge)
-        dev.stop()
+        s.close()
+        d.close()
+
+
+def _own_feed(home):
+    """[((kind, tag), entry, chunks)] of the home's own feed, its posts opened with its key."""
+    from tssb import posts
+    from tssb.chat import box
+    ctx = Context.open(home)
+    try:
+        me, keys, st = ctx.identity.public, box.Keys(ctx.identity.secret_key), ctx.store
+        return [((p.kind, p.tag), bytes(st.entry(me, p.seq)), _chunks(st, me, p.seq))
+                for p in (posts.read(st, me, q, keys) for q in range(1, st.front(me)[0] + 1))]
+    finally:
+        ctx.close()
+
+
+def _chunks(store, fid, seq):
+    return [bytes(store.chunk(fid, seq, c)) for c in range(store.chunk_count(fid, seq))]
+
+
+def _kinds(home):
+    return [k for k, _, _ in _own_feed(home)]
+
+
+def test_dm_name_and_receipts_from_other_processes_while_the_bridge_posts(tmp_path):
+    """While `tssb bridge` runs, other processes write to its home's own feed (`tssb dm`,
+    `tssb name`, the read receipts of `tssb read`) and the bridge writes there itself (the
+    delivered receipts it owes): every write is taken, the feed does not fork, and the
+    board gets all of it, entry for entry."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    for home in (a, b):
+        assert cli("id", "--home", home)[0] == 0
+    assert cli("name", "Bea", "--home", b)[0] == 0
+    ca, cb = Context.open(a), Context.open(b)
+    fa, fb = ca.identity.public, cb.identity.public
+    ca.close()
+    cb.close()
+    _copy_feed(b, a, fb)                  # A knows Bea (her IAM)
+    with bridged(a, fa) as (dev, bridge):
+        # Bea's message arrives (a sync in another process): the bridge owes it a DLV and
+        # writes it within a round, while `tssb dm` and `tssb name` write beside it
+        assert cli("dm", fa.hex(), "are you there?", "--home", b)[0] == 0
+        _copy_feed(b, a, fb)
+        for argv in (("dm", "Bea", "yes, here"), ("name", "Alice")):
+            code, out, err = cli(*argv, "--home", a)
+            assert code == 0, (argv, out, err)
+        dlv = ("receipt", "DLV")
+        assert wait_for(lambda: dlv in _kinds(a), 20), _kinds(a)
+        # reading the chat in another process sends its ACK
+        code, out, err = cli("read", "--chat", "Bea", "--home", a)
+        assert code == 0 and "are you there?" in out, (out, err)
+        # Bea's second message: the bridge's next DLV goes on top of all of that
+        assert cli("dm", fa.hex(), "good", "--home", b)[0] == 0
+        _copy_feed(b, a, fb)
+        assert wait_for(lambda: _kinds(a).count(dlv) == 2, 20), _kinds(a)
+        feed = _own_feed(a)
+        assert sorted(k for k, _, _ in feed) == sorted([
+            ("text", "TAV"), ("name", "IAM"), dlv, ("receipt", "ACK"), dlv]), feed
+        # the board holds the same entries (no second entry for any seq) and every chunk
+        assert wait_for(lambda: dev.store.has_feed(fa) and [
+            (bytes(dev.store.entry(fa, q)), _chunks(dev.store, fa, q))
+            for q in range(1, dev.store.front(fa)[0] + 1)] == [(e, c) for _, e, c in feed],
+            30), "the board never got the whole feed"
+    log = bridge.stderr.read().decode()
+    # nothing refused: no write of the bridge failed ("chat upkeep: append out of order")
+    assert not [l for l in log.splitlines() if " WARNING " in l or " ERROR " in l], log
 
 
 def test_bridge_node_takes_up_what_another_connection_stored(tmp_path):

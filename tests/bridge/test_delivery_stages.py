@@ -1,14 +1,14 @@
 """`tssb dm --wait` and `tssb post --wait` watched end to end: our host bridges a board
 (the real firmware on a pseudo-terminal, tssb.sim.usb.UsbBoard), and a neighbour host is
 on the board's radio (its frames reach the neighbour's node, the neighbour's reach the
-board's radio). Every stage the wait reports is observed here, in the order it happens:
+board's radio). The post is written by `tssb dm|post --wait` in another process while
+A's bridge runs. Every stage the wait reports is observed here, in the order it happens:
 stored, on the board, asked for and fetched by the neighbour, its DLV and its ACK."""
 import asyncio
 import json
 import subprocess
 import sys
 import threading
-import time
 
 from tinyssb import crypto
 from tinyssb.store import MemStore
@@ -61,22 +61,17 @@ def _tssb(home, *argv):
 
 
 def _run_mesh(tmp_path, argv, recipient_reads=True):
-    """Run `tssb ARGV --wait` on home A, then bring up the board, A's bridge and the
-    neighbour B. Returns (its exit status, the JSON objects it printed after the first,
-    B's key)."""
+    """Bring up the board, A's bridge and the neighbour B, then run `tssb ARGV --wait` on
+    home A in another process while A's bridge runs. Returns (its exit status, the JSON
+    objects it printed after the first, B's key)."""
     a_home, b_home = str(tmp_path / "a"), str(tmp_path / "b")
     a, b = Context.open(a_home), Context.open(b_home)
     b_key = b.identity.public
     argv = [x.replace("{b}", b_key.hex()) for x in argv]
-    proc, lines = _tssb(a_home, *argv, "--wait", "%ds" % WAIT_S, "--json")
-    # the post is written (and reported stored) before any bridge runs
-    end = time.monotonic() + 30
-    while len(lines) < 2 and proc.poll() is None and time.monotonic() < end:
-        time.sleep(0.05)
-    assert len(lines) >= 2, (lines, proc.stderr.read() if proc.poll() is not None else "")
-    assert json.loads(lines[1])["stage"] == "stored"
+    proc, lines = None, []
 
     async def mesh():
+        nonlocal proc, lines
         loop = asyncio.get_running_loop()
         board = UsbBoard(MemStore(), (BOARD_SEED, crypto.publickey(BOARD_SEED)),
                          regions.plan("EU868.a"), "board1", scale=4)
@@ -90,6 +85,13 @@ def _run_mesh(tmp_path, argv, recipient_reads=True):
                  asyncio.ensure_future(runner.run(a, lambda: board.port_name,
                                                   say=lambda s: None))]
         try:
+            # A's bridge is up (the board took packets of A's node): the post is written
+            # by another process while the bridge runs
+            assert await wait_for(lambda: board.bridge.counters["host_pkts"] > 0, 30)
+            proc, lines = _tssb(a_home, *argv, "--wait", "%ds" % WAIT_S, "--json")
+            assert await wait_for(lambda: len(lines) >= 2 or proc.poll() is not None, 30)
+            assert len(lines) >= 2, (lines, proc.stderr.read())
+            assert json.loads(lines[1])["stage"] == "stored"
             if recipient_reads:
                 # B reads the message (as `tssb read` would): its ACK goes through its node
                 ib = svc_b.inbox
@@ -110,9 +112,10 @@ def _run_mesh(tmp_path, argv, recipient_reads=True):
     try:
         asyncio.run(mesh())
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
         a.close()
         b.close()
     stages = [json.loads(x) for x in lines[1:]]

@@ -71,6 +71,46 @@ def test_post_writes_the_apps_public_tav_and_raw_on_request(three):
     assert r.code == 2 and "--voice" in r.err
 
 
+def test_raw_content_the_app_throws_on_is_refused_unless_forced(three):
+    a = three[0]
+    # the app reads 0x61 ("a") as a byte string of 12 bytes, takes it for a box and throws
+    r = tssb("post", "--raw", "a raw post text", "--home", a)
+    assert r.code == 1 and "SSBid.kt:117" in r.err and "--force" in r.err, r
+    assert r.err.count("\n") == 1
+    r = tssb("post", "--raw", "-", "--home", a, stdin=b"\tindented\n")
+    assert r.code == 1 and "a box of 1 byte " in r.err, r
+    with open(a + "/list.bin", "wb") as f:
+        f.write(b"4&abcd")                   # a list holding true: the app's cast throws
+    r = tssb("post", "--raw", "--file", a + "/list.bin", "--home", a)
+    assert r.code == 1 and "Bipf.kt:491" in r.err, r
+    assert tssb("feeds", "--home", a, "--json").out.strip() == ""      # nothing written
+    # what the app takes goes out as before; the same text as the app's message too
+    assert tssb("post", "--raw", "the raw post text", "--home", a).code == 0
+    assert tssb("post", "a raw post text", "--home", a).code == 0
+    # forced, and read back as the text it is (as every old raw post)
+    r = tssb("post", "--raw", "--force", "a raw post text", "--home", a)
+    assert r.code == 0 and "posted seq 3" in r.out, r
+    r = tssb("read", "self", "--home", a)
+    assert [l.split(": ", 1)[1] for l in r.out.splitlines()] == [
+        "the raw post text", "a raw post text", "a raw post text"], r
+    r = tssb("read", "--chat", "public", "--home", a, "--json")
+    assert [json.loads(l)["text"] for l in r.out.splitlines()][-1] == "a raw post text", r
+
+
+def test_a_group_message_to_a_feed_we_hold_nothing_of_warns(three):
+    a, b = three[0], three[1]
+    fb = _key(b)
+    assert tssb("name", "Bea", "--home", b).code == 0
+    _copy(b, a, fb)
+    new = crypto.publickey(b"\x05" * 32)
+    r = tssb("dm", "Bea", new.hex(), "hello both", "--home", a, "--json")
+    assert r.code == 0 and json.loads(r.out)["unheard"] == [new.hex()], r
+    assert r.err.count("warning:") == 1 and new.hex()[:8] in r.err.split("warning:")[1], r
+    assert "Bea" not in r.err.split("warning:")[1]
+    r = tssb("dm", "Bea", "just you", "--home", a)          # 1:1: the post tells Bea of us
+    assert r.code == 0 and "warning" not in r.err, r
+
+
 def test_dm_by_name_prefix_and_stdin_read_as_chats_with_receipts(three):
     a, b, c = three
     fa, fb = _key(a), _key(b)

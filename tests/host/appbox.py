@@ -147,8 +147,14 @@ def seal(plain, ed_pks, urandom=os.urandom):
 
 
 def open_box(raw, seed):
-    """As the app's decryptPrivateMessage: slots 0..6, the count from the slot; None if
-    no slot opens. Raises ValueError where the app throws (a body shorter than a MAC)."""
+    """As the app's decryptPrivateMessage (A/crypto/SSBid.kt:115-134): slots 0..6, the
+    count from the slot; None if no slot opens. Raises ValueError where the app throws: a
+    box shorter than its nonce and key (:117, :118), a count byte read as a negative JVM
+    byte that puts the body before the start (:128), a body shorter than a MAC
+    (SodiumAPI.kt:49)."""
+    if len(raw) < 56:
+        raise ValueError("SSBid.kt:%d: a box of %d bytes" % (117 if len(raw) < 24 else 118,
+                                                            len(raw)))
     nonce, eph = raw[:24], raw[24:56]
     kek = x25519(curve_sk(seed), eph)
     for i in range(7):
@@ -158,6 +164,8 @@ def open_box(raw, seed):
         cdek = secretbox_open(slot, nonce, kek)
         if cdek is not None:
             n = cdek[0] if cdek[0] < 128 else cdek[0] - 256    # a JVM byte
+            if 56 + 49 * n < 0:
+                raise ValueError("SSBid.kt:128: count byte %d" % cdek[0])
             return secretbox_open(raw[56 + 49 * n:], nonce, cdek[1:])
     return None
 

@@ -7,7 +7,7 @@ import pytest
 
 from appbox import curve_pk, open_box as app_open, seal as app_seal, secretbox, x25519_base, \
     curve_sk
-from tssb.chat import box
+from tssb.chat import appmsg, box
 
 
 def _id(i):
@@ -112,3 +112,34 @@ def test_we_never_write_a_box_the_app_cannot_read():
     raw = box.seal(b"", [IDS[0][1]])
     assert len(raw) == 56 + 49 + 16
     assert app_open(raw, IDS[0][0]) == b""
+    # the app's decrypt (appbox.open_box: it raises where the app throws) opens every box
+    # we write for each of 1-7 recipients: never under 56 bytes (SSBid.kt:117/118), a
+    # count byte of 1-7 (>= 128 is a negative JVM byte, :128), a body of a MAC or more
+    # (SodiumAPI.kt:49)
+    for n in (1, 2, 7):
+        ids = IDS[:n]
+        for plain in (b"", appmsg.tav("hi", ts=1778385096)):
+            raw = box.seal(plain, [pk for _, pk, _ in ids])
+            assert len(raw) == 56 + 49 * n + 16 + len(plain)
+            for i, (seed, pk, keys) in enumerate(ids):
+                assert app_open(raw, seed) == plain
+                got = box.open_box(raw, keys)
+                assert got.plain == plain and got.slot == i and got.count == n
+
+
+def test_the_apps_decrypt_throws_where_documented_and_ours_never_does():
+    seed, pk, keys = IDS[0]
+    raw = box.seal(b"a message worth keeping", [pk, IDS[1][1]])
+    for cut, site in ((0, "117"), (23, "117"), (24, "118"), (55, "118")):
+        with pytest.raises(ValueError, match="SSBid.kt:" + site):
+            app_open(raw[:cut], seed)
+        assert box.open_box(raw[:cut], keys) is None
+    nonce, kek = raw[:24], nb.crypto_scalarmult(keys.secret, raw[24:56])
+    for count, site in ((128, "SSBid.kt:128"), (254, "SSBid.kt:128"), (7, "MAC")):
+        lie = raw[:56] + secretbox(bytes([count]) + bytes(32), nonce, kek) + raw[105:]
+        with pytest.raises(ValueError, match=site):
+            app_open(lie, seed)
+        assert box.open_box(lie, keys).plain is None
+    # 255 is -1 to the JVM: the body is read from byte 7 and does not open (no throw)
+    lie = raw[:56] + secretbox(bytes([255]) + bytes(32), nonce, kek) + raw[105:]
+    assert app_open(lie, seed) is None and box.open_box(lie, keys).plain is None

@@ -122,6 +122,43 @@ def test_receipts_both_ways_between_our_homes(homes):
     assert ia.due() == []
 
 
+def test_two_processes_owing_one_receipt_write_it_once(homes, tmp_path):
+    """A running bridge and a `tssb read` (two connections to one home's store) both owe
+    B's DLV for A's message: the second waits for the first's write and sends none."""
+    import threading
+    a, b = homes("a"), homes("b")
+    fa, fb = a.identity.public, b.identity.public
+    ib = _ready(b)
+    other = Context.open(str(tmp_path / "b"))              # the other process on B's home
+    try:
+        io = inbox.Inbox(other.store, other.identity)
+        _dm(a, [fb], "did you get this?")
+        _copy(a.store, b.store, fa)
+        ib.refresh()
+        io.refresh()
+        assert len(ib.due()) == len(io.due()) == 1
+        inside, done, got = threading.Event(), threading.Event(), []
+
+        def write_b(content):
+            inside.set()                   # the other one settles now, or waits for us
+            done.wait(0.5)
+            return ownfeed.post(b, content)
+
+        def other_settles():
+            inside.wait(10)
+            got.append(io.settle(lambda c: ownfeed.post(other, c)))
+            done.set()
+        t = threading.Thread(target=other_settles)
+        t.start()
+        mine = ib.settle(write_b)
+        t.join(20)
+        assert len(mine) + len(got[0]) == 1, (mine, got)
+        kinds = [posts.read(b.store, fb, s).kind for s in range(1, b.store.front(fb)[0] + 1)]
+        assert kinds == ["private"]
+    finally:
+        other.close()
+
+
 def test_receipts_from_and_to_the_app(homes):
     """The app's DLV/ACK (sealed by the independent implementation) on our post; our
     DLV on the app's post, opened by the app's side."""

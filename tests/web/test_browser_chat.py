@@ -1,7 +1,8 @@
 """The web view's chats in a real browser (headless Chromium, as test_browser.py): a
 private message from the board's author is opened and shown in its chat with the
 author's name; a reply from the page is the app's box, its ticks appear as the board
-takes it, and reading the board's message sent it a read receipt (ACK)."""
+takes it, and reading the board's message sent it a read receipt (ACK); a group message
+with a feed we hold nothing of is sent with a warning."""
 import os
 
 import bipf as pub
@@ -70,6 +71,17 @@ def test_chats_view_opens_replies_and_shows_ticks(tmp_path):
             board_opens()
         page.locator("#chat-list li", has_text="public").click()
         page.locator("#chat-posts li", has_text="public hello").wait_for(timeout=WAIT_MS)
+        # a group with a feed we hold nothing of: sent, with the warning under the form
+        new = crypto.publickey(b"\x06" * 32).hex()
+        page.fill("#newchat-to", "Kiosk, " + new)
+        page.click("#newchat-form button")
+        page.fill("#chat-text", "to you both")
+        page.click("#chat-send")
+        msg = page.locator("#chat-msg")
+        assert rig.wait(lambda: "Warning" in msg.inner_text(), REPLICATE_S, 0.2), \
+            msg.inner_text()
+        assert new[:8] in msg.inner_text() and "Kiosk" not in msg.inner_text().split(
+            "Warning")[1]
         assert problems == []
     finally:
         browser.close()

@@ -294,7 +294,7 @@ def test_chats_dm_and_ticks(tmp_path):
             assert r.status == 200
             got = await r.json()
         key = inbox.chat_key([me, fo])
-        assert got == {"fid": me.hex(), "seq": 1, "chat": key}
+        assert got == {"fid": me.hex(), "seq": 1, "chat": key, "unheard": []}
         # the other host opens it, replies, and its DLV arrives here
         mid = view.ctx.store.mid(me, 1)
         content, _ = appmsg.private_tav(fo, [me], "hi back")
@@ -334,6 +334,16 @@ def test_chats_dm_and_ticks(tmp_path):
             assert r.status == 404
         async with s.get(base + "/api/chat?key=junk") as r:
             assert r.status == 400
+        # a group with a member we hold nothing of: sent, with a warning naming it
+        from tinyssb import crypto
+        new = crypto.publickey(b"\x05" * 32)
+        async with s.post(base + "/api/dm", json={"text": "hi both", "to": [fo.hex(),
+                                                                            new.hex()]},
+                          headers=h) as r:
+            assert r.status == 200
+            got = await r.json()
+        assert got["unheard"] == [new.hex()] and new.hex()[:8] in got["warning"]
+        assert posts.read(dst, me, got["seq"], view.inbox.keys).private == "open"
     try:
         _run(tmp_path / "me", body)
     finally:

@@ -229,12 +229,15 @@ class Inbox:
     def send_receipt(self, tag, author, mid, write):
         """Write one receipt boxed to [us, author] with write(content) -> seq; it is
         indexed at once (never sent twice). Returns its seq, or None when switched off
-        or already sent."""
-        if not enabled(self.store, tag) or author == self.me or self._sent(tag, mid):
-            return None
-        sealed = box.seal(appmsg.receipt(tag, mid), [self.me, author])
-        seq = write(appmsg.boxed(sealed))
+        or already sent.
+
+        The check, the write and the index row are one transaction: a `tssb read` and a
+        running bridge that both owe the same receipt write it once between them."""
         with self.store.transaction():
+            if not enabled(self.store, tag) or author == self.me or self._sent(tag, mid):
+                return None
+            sealed = box.seal(appmsg.receipt(tag, mid), [self.me, author])
+            seq = write(appmsg.boxed(sealed))
             self.db.execute("INSERT OR REPLACE INTO chat_boxes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                             (self.me, seq, posts.OPEN, tag, None, bytes(mid), None, 0))
         return seq

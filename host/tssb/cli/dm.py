@@ -3,13 +3,15 @@
 The post is the app's private TAV (tssb.chat.appmsg): the content list with its members'
 refs (the others sorted, ourselves last), boxed to the same keys in the same order
 (tssb.chat.box) and stored as a BIPF bytes object in a chain20 entry. A chat holds at most
-7 members including us: the app opens only 7 slots.
+7 members including us: the app opens only 7 slots. A group message to a member whose
+feed this home holds nothing of is sent with a warning: the app's page loses a group
+message with a member it does not know (tssb.chat.apphazard.unheard).
 """
 import json
 import sys
 
 from tssb import ownfeed, posts
-from tssb.chat import appmsg, box, delivery
+from tssb.chat import apphazard, appmsg, box, delivery
 from tssb.cli import EXIT_FAILURE, CliError, _wait, open_home, post, resolve_feed
 
 
@@ -98,10 +100,14 @@ def run(args):
             raise CliError("cannot send: %s" % e, EXIT_FAILURE)
         members = [m for m in order if m != me]
         names = posts.display_names(ctx.store)
+        unheard = apphazard.unheard(ctx.store, me, order)
+        if unheard:
+            print("warning: " + apphazard.unheard_warning(unheard, names), file=sys.stderr)
         if args.json:
             print(json.dumps({"fid": me.hex(), "seq": seq, "bytes": len(content),
                               "chunks": packets - 1,
-                              "recipients": [m.hex() for m in members]}), flush=True)
+                              "recipients": [m.hex() for m in members],
+                              "unheard": [m.hex() for m in unheard]}), flush=True)
         else:
             print("sent seq %d to %s (%d bytes%s)" % (
                 seq, ", ".join(posts.author(m, names) for m in members) or "yourself",

@@ -2,7 +2,9 @@
 
 The post is the tinySSB Android app's public text-and-voice message (TAV, tssb.chat.appmsg),
 so the app shows it in its public chat; `--raw` posts the bytes themselves instead (what
-`tssb post` wrote before; readers still show those).
+`tssb post` wrote before; readers still show those). Raw content the app throws on when
+it arrives (tssb.chat.apphazard: text beginning with `! ) 1 9 A I Q Y a i q y` or TAB,
+among others) is refused unless --force.
 
 Long posts cost airtime on every hop of the mesh: one 120-byte entry plus one 120-byte
 chunk per 100 bytes beyond the first 24-27, each sent as a 124-byte LoRa frame. The
@@ -13,7 +15,7 @@ import json
 import sys
 
 from tssb import ownfeed
-from tssb.chat import appmsg, delivery
+from tssb.chat import apphazard, appmsg, delivery
 from tssb.cli import EXIT_FAILURE, CliError, _wait, open_home
 
 # A quarter of the EU868 hourly duty budget (1 % of 3600 s = 36 s, ETSI EN 300 220): a
@@ -52,12 +54,13 @@ def register(subparsers):
                         "then be left out")
     p.add_argument("--raw", action="store_true",
                    help="post the bytes themselves, not an app message (the app does not "
-                        "show these)")
+                        "show these, and throws on some: those are refused unless --force)")
     p.add_argument("--plan", metavar="PLAN", help="region plan for the airtime estimate")
     p.add_argument("--force", action="store_true",
-                   help="post even above the airtime limit (up to %d bytes), or while "
-                        "this home's own feed may be behind (after `tssb store restore` or "
-                        "`tssb id --import`, until a sync with a peer)" % MAX_READ)
+                   help="post even above the airtime limit (up to %d bytes), raw content "
+                        "the Android app throws on, or while this home's own feed may be "
+                        "behind (after `tssb store restore` or `tssb id --import`, until a "
+                        "sync with a peer)" % MAX_READ)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     _wait.add_argument(p)
     p.set_defaults(func=run)
@@ -99,11 +102,18 @@ def voice_of(args):
 
 
 def app_content(args):
-    """The entry content: a public TAV, or with --raw the bytes themselves."""
+    """The entry content: a public TAV, or with --raw the bytes themselves (refused where
+    the Android app throws on them, unless --force). Raises: CliError."""
     if args.raw:
         if args.voice is not None:
             raise CliError("--voice makes an app message; leave out --raw")
-        return content_of(args)
+        content = content_of(args)
+        why = apphazard.hazard(content)
+        if why is not None and not args.force:
+            raise CliError("refused: the Android app throws on this raw content and stops "
+                           "receiving: it reads %s. Post it without --raw (the app's chat "
+                           "message), or with --force" % why, EXIT_FAILURE)
+        return content
     text, voice = text_of(args), voice_of(args)
     if text is not None and not text.strip() and voice is None:
         raise CliError("nothing to post: the text is empty")

@@ -8,7 +8,9 @@ Routes:
   POST /api/post          {"text": "..."}: a public post (the app's TAV) on the host's feed
   GET  /api/chats         the public chat and the private chats addressed to us
   GET  /api/chat          ?key=KEY[&limit=N]: a chat's newest posts, oldest first
-  POST /api/dm            {"text": "...", "to": [feed id hex, ...]}: a private post
+  POST /api/dm            {"text": "...", "to": [feed id hex, ...]}: a private post; the
+                          answer names the members we hold nothing of ("unheard", with
+                          a "warning": the app loses a group message to them)
   POST /api/read          {"key": KEY, "limit": N}: the page showed that chat: read receipts
                           (POSTs are CSRF-protected)
   GET  /ws                live updates (pkt, feeds, status, sync, gap), server -> browser
@@ -35,7 +37,7 @@ import secrets
 from aiohttp import WSMsgType, web
 
 from tssb import ownfeed
-from tssb.chat import appmsg, box, inbox as inboxmod
+from tssb.chat import apphazard, appmsg, box, inbox as inboxmod
 from tssb.safeparse import InputError, json_loads
 from tssb.web import feeds as feedsmod
 
@@ -235,14 +237,18 @@ def make_app(view, guard):
         if len(keys) != len(to) or any(len(k) != 32 for k in keys):
             return _error(400, "to: feed ids of 64 hex digits")
         try:
-            seq, key = view.dm(text, keys)
+            seq, key, unheard = view.dm(text, keys)
         except box.BoxError as e:
             return _error(400, str(e))
         except ownfeed.FeedBehind as e:
             return _error(409, "refused: %s" % e)
         except (ValueError, OSError) as e:
             return _error(500, "cannot send: %s" % e)
-        return web.json_response({"fid": view.own_fid(), "seq": seq, "chat": key})
+        out = {"fid": view.own_fid(), "seq": seq, "chat": key,
+               "unheard": [m.hex() for m in unheard]}
+        if unheard:
+            out["warning"] = apphazard.unheard_warning(unheard, view.names())
+        return web.json_response(out)
 
     async def read(request):
         if not guard.csrf_ok(request):

@@ -22,7 +22,7 @@ import time
 from tinyssb import link
 
 from tssb import ownfeed, posts
-from tssb.chat import appmsg, delivery, inbox as inboxmod, views
+from tssb.chat import apphazard, appmsg, delivery, inbox as inboxmod, views
 from tssb.chat.inbox import Inbox
 from tssb.web import server
 from tssb.web.eventlog import POLL_S, Follower
@@ -235,13 +235,14 @@ class WebView:
         return len(self.inbox.mark_read(self._chat_posts(key, limit), self.post))
 
     def dm(self, text, to):
-        """Send a private TAV to feed ids `to`; returns (seq, chat key).
+        """Send a private TAV to feed ids `to`; returns (seq, chat key, the members no
+        entry of whose feed we hold: see tssb.chat.apphazard.unheard).
 
         Raises: ValueError (box.BoxError: too many members, a bad key)."""
         me = self.ctx.identity.public
         content, order = appmsg.private_tav(me, to, text)
         seq = self.post(content)
-        return seq, inboxmod.chat_key(order)
+        return seq, inboxmod.chat_key(order), apphazard.unheard(self.ctx.store, me, order)
 
     def decorate(self, p, names=None):
         """A post as the page gets it: its dict, author, chat, and for our own posts the

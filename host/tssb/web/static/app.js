@@ -324,6 +324,7 @@
       $("chat-text").value = "";
       $("chat-count").textContent = "";
       msg.textContent = "sent #" + got.seq;
+      if (got.warning) { msg.className = "warning"; msg.textContent += ". Warning: " + got.warning; }
       await loadChats();
       if (got.chat && got.chat !== S.chat) await selectChat(got.chat); else await loadChat();
     } catch (e) {
